@@ -1,0 +1,51 @@
+# gpufleet.node: the two commands are `make test` and `make demo` (see README.md).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+TOOLS := tools
+SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
+
+.PHONY: help test demo bench bench-env lint yamllint ansible-lint sanity unit molecule build-check clean \
+        venv collections dockerd image
+
+help:
+	@echo "make test    every check: yamllint, ansible-lint, ansible-test sanity, unit tests, Molecule ($(SCENARIOS))"
+	@echo "make demo    bring up a local fleet of node containers, run playbooks/site.yml, print a summary"
+	@echo "make bench   benchmarks (not part of make test), written to docs/benchmarks.md"
+	@echo "make clean   remove demo containers and the project cache (the node image stays cached)"
+
+venv:
+	@$(TOOLS)/venv.sh
+collections: venv
+	@$(TOOLS)/collections.sh
+dockerd:
+	@$(TOOLS)/dockerd.sh
+image: dockerd
+	@$(TOOLS)/node-image.sh
+bench-env: venv collections image
+
+test: lint sanity unit build-check molecule
+	@echo; echo "make test: all checks passed"
+
+lint: yamllint ansible-lint
+yamllint: venv
+	@$(TOOLS)/run.sh yamllint
+ansible-lint: collections
+	@$(TOOLS)/run.sh ansible-lint
+sanity: collections
+	@$(TOOLS)/run.sh sanity
+unit: venv
+	@$(TOOLS)/run.sh unit
+build-check: collections
+	@$(TOOLS)/run.sh build-check
+molecule: bench-env
+	@$(TOOLS)/run.sh molecule $(SCENARIOS)
+
+demo: bench-env
+	@$(TOOLS)/demo.sh
+
+bench: bench-env
+	@$(TOOLS)/bench.sh
+
+clean:
+	@-$(TOOLS)/demo.sh down 2>/dev/null
+	rm -rf .cache tests/output

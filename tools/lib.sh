@@ -1,0 +1,36 @@
+# shellcheck shell=bash
+# Shared helpers for the test-bench scripts in tools/. Sourced, never run.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${GPUFLEET_CACHE:-$ROOT/.cache}"
+VENV="$ROOT/.venv"
+# Where the image inputs and the built root filesystem are cached across clones of the project.
+IMAGE_CACHE="${GPUFLEET_IMAGE_CACHE:-/var/cache/gpufleet-node}"
+IMAGE_REPO="gpufleet-node"
+IMAGE_TAG_STABLE="$IMAGE_REPO:bookworm"
+export ROOT CACHE VENV IMAGE_CACHE IMAGE_REPO IMAGE_TAG_STABLE
+
+# Ansible keeps its files in the project cache, not in /root.
+export ANSIBLE_HOME="$CACHE/ansible-home"
+export ANSIBLE_LOCAL_TMP="$CACHE/ansible-tmp"
+# Third-party collections (tools/collections.sh) and this checkout, linked in as gpufleet.node.
+export GPUFLEET_DEPS_PATH="$CACHE/collections"
+export GPUFLEET_SELF_PATH="$CACHE/self"
+export ANSIBLE_COLLECTIONS_PATH="$GPUFLEET_SELF_PATH:$GPUFLEET_DEPS_PATH"
+export ANSIBLE_FORCE_COLOR="${ANSIBLE_FORCE_COLOR:-0}"
+export MOLECULE_NO_LOG="${MOLECULE_NO_LOG:-false}"
+export PATH="$VENV/bin:$PATH"
+
+# pip without the machine's noise about index locations that are absent.
+pip_quiet() { "$VENV/bin/pip" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
+
+stage() { printf '\n==> %s\n' "$*"; }
+info() { printf '    %s\n' "$*"; }
+die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
+
+# Hash of the given files' contents (and names), for cache keys.
+# Seconds since the given epoch second, for stage timings.
+since() { echo $(( $(date +%s) - $1 )); }
+
+hash_files() { (for f in "$@"; do printf '%s\n' "$f"; cat "$f"; done) | sha256sum | cut -c1-12; }
