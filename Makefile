@@ -5,7 +5,7 @@ TOOLS := tools
 SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
 .PHONY: help test demo bench bench-env lint yamllint ansible-lint sanity unit molecule build-check clean \
-        venv collections dockerd image
+        host-deps venv collections dockerd image
 
 help:
 	@echo "make test    every check: yamllint, ansible-lint, ansible-test sanity, unit tests, Molecule ($(SCENARIOS))"
@@ -13,11 +13,13 @@ help:
 	@echo "make bench   benchmarks (not part of make test), written to docs/benchmarks.md"
 	@echo "make clean   remove demo containers and the project cache (the node image stays cached)"
 
+host-deps:
+	@$(TOOLS)/host-deps.sh
 venv:
 	@$(TOOLS)/venv.sh
 collections: venv
 	@$(TOOLS)/collections.sh
-dockerd:
+dockerd: host-deps
 	@$(TOOLS)/dockerd.sh
 image: dockerd
 	@$(TOOLS)/node-image.sh
@@ -31,7 +33,7 @@ yamllint: venv
 	@$(TOOLS)/run.sh yamllint
 ansible-lint: collections
 	@$(TOOLS)/run.sh ansible-lint
-sanity: collections
+sanity: host-deps collections
 	@$(TOOLS)/run.sh sanity
 unit: venv
 	@$(TOOLS)/run.sh unit

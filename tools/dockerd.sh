@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes sure a Docker engine answers: installs Debian's docker.io when needed and starts dockerd with no
+# Makes sure a Docker engine answers: starts dockerd with no
 # bridge network (containers use the host network; no private-range address is ever created).
 source "$(dirname "$0")/lib.sh"
 
@@ -7,11 +7,7 @@ if docker info >/dev/null 2>&1; then
   info "Docker engine is running ($(docker info --format '{{.ServerVersion}}'))"
   exit 0
 fi
-if ! command -v dockerd >/dev/null 2>&1; then
-  stage "Installing Debian's docker.io"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
-fi
+command -v dockerd >/dev/null 2>&1 || "$ROOT/tools/host-deps.sh"
 stage "Starting dockerd (host networking only: --bridge=none, no iptables)"
 mkdir -p "$CACHE"
 nohup setsid dockerd --bridge=none --iptables=false --ip-masq=false --ip-forward=false \

@@ -19,10 +19,7 @@ if docker image inspect "$image" >/dev/null 2>&1; then
   exit 0
 fi
 
-command -v debootstrap >/dev/null 2>&1 || {
-  stage "Installing debootstrap"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
-}
+command -v debootstrap >/dev/null 2>&1 || "$ROOT/tools/host-deps.sh"
 mkdir -p "$IMAGE_CACHE"
 rootfs_tar="$IMAGE_CACHE/rootfs-$key.tar"
 if [[ ! -s "$rootfs_tar" ]]; then

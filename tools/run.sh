@@ -23,6 +23,9 @@ run_sanity() {
   local coll="$CACHE/sanity/ansible_collections/gpufleet/node"
   rm -rf "$coll" && mkdir -p "$coll"
   collection_files | tar -cf - -T - | tar -xf - -C "$coll"
+  # The copy lies inside this checkout's ignored cache: its own git repository keeps ansible-test from
+  # asking the outer one (which ignores it) for the file list.
+  git -C "$coll" init -q
   # ansible-test bootstraps pip in its virtualenvs with a downloaded script; give it the offline stand-in.
   local home="$CACHE/ansible-test-home"
   mkdir -p "$home/.ansible/test/cache"

@@ -7,4 +7,3 @@ def test_swappiness_persisted(host):
     assert conf.user == "root"
     lines = [line.replace(" ", "") for line in conf.content_string.splitlines()]
     assert "vm.swappiness=10" in lines
-
