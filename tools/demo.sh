@@ -3,7 +3,7 @@
 #   tools/demo.sh          bring the fleet up (reusing running nodes), converge it, print the summary
 #   tools/demo.sh down     remove the fleet's containers
 source "$(dirname "$0")/lib.sh"
-cd "$ROOT"
+cd "$ROOT" || exit 1
 
 # name:profile of each node (the profile picks the emulated GPU hardware, see tests/emulator).
 NODES=(gpufleet-demo-1 gpufleet-demo-2 gpufleet-demo-3)

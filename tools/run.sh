@@ -2,7 +2,7 @@
 # Runs one family of checks of `make test`; each says what it does and how long it took.
 #   tools/run.sh yamllint | ansible-lint | sanity | unit | build-check | molecule SCENARIO...
 source "$(dirname "$0")/lib.sh"
-cd "$ROOT"
+cd "$ROOT" || exit 1
 
 # Files of the collection as git sees them (tracked, and new files that are not ignored).
 collection_files() { git ls-files --cached --others --exclude-standard | while read -r f; do [[ -e "$f" ]] && echo "$f"; done; }
