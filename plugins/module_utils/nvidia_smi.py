@@ -26,7 +26,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
-import xml.etree.ElementTree as ElementTree
+from xml.etree import ElementTree
 
 __all__ = [
     "NvidiaSmiParseError",

@@ -22,7 +22,7 @@ description:
     C(gpu.state) and C(gpu.message); the module does not fail for them.
   - Needs nothing on the node beyond the Python standard library.
 author:
-  - gpufleet.node maintainers
+  - gpufleet.node maintainers (@gpufleet)
 options:
   nvidia_smi_path:
     description:
@@ -336,8 +336,6 @@ ansible_facts:
 
 import glob
 import os
-import signal
-import subprocess
 import threading
 import time
 
@@ -350,6 +348,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
     parse_query_xml,
     parse_topology,
 )
+from ansible_collections.gpufleet.node.plugins.module_utils.process import run_command
 
 SEARCH_DIRS = ("/usr/bin", "/usr/local/nvidia/bin", "/usr/local/cuda/bin", "/opt/nvidia/bin")
 SUBCOMMANDS = {
@@ -370,33 +369,6 @@ NVML_LIBRARY_GLOBS = (
 
 
 # --- I/O at the edges -------------------------------------------------------------------------------------
-
-def run_command(argv, timeout):
-    """Run argv with the C locale and a timeout: ``(rc, stdout, stderr, timed_out)``.
-
-    On timeout the whole process group is killed; a process stuck in the kernel (a hung GPU) may not die,
-    so it is waited for only briefly and then left behind rather than blocking the module.
-    """
-    env = dict(os.environ, LC_ALL="C", LANG="C")
-    try:
-        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                   start_new_session=True)
-    except OSError as exc:
-        return 127, "", str(exc), False
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        try:
-            process.communicate(timeout=1)
-        except subprocess.TimeoutExpired:
-            pass
-        return None, "", "", True
-    return process.returncode, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace"), False
-
 
 def run_concurrently(binary, parts, timeout):
     """Run the nvidia-smi subcommand of each part at once; ``({part: result}, {part: seconds}, wall)``."""

@@ -57,7 +57,7 @@ def check_all_parsers(text):
 def mutated_capture(draw):
     """A real capture with random edits: deleted, duplicated or swapped lines, cut short, characters changed."""
     lines = draw(st.sampled_from(CAPTURES)).split("\n")
-    for _ in range(draw(st.integers(0, 6))):
+    for _edit in range(draw(st.integers(0, 6))):
         if not lines:
             break
         position = draw(st.integers(0, len(lines) - 1))
