@@ -5,8 +5,13 @@
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT" || exit 1
 
-# name:profile of each node (the profile picks the emulated GPU hardware, see tests/emulator).
-NODES=(gpufleet-demo-1 gpufleet-demo-2 gpufleet-demo-3)
+# Each node and the GPU hardware its nvidia-smi emulator replays (tests/emulator/profiles).
+declare -A PROFILE=(
+  [gpufleet-demo-hgx]=hgx-a100-8gpu
+  [gpufleet-demo-pairs]=pairs-4gpu
+  [gpufleet-demo-pcie]=pcie-4gpu
+)
+NODES=(gpufleet-demo-hgx gpufleet-demo-pairs gpufleet-demo-pcie)
 DEMO="$CACHE/demo"
 INVENTORY="$DEMO/inventory.yml"
 
@@ -34,9 +39,14 @@ up() {
     echo "  vars:"
     echo "    ansible_connection: community.docker.docker"
     echo "    ansible_python_interpreter: /usr/bin/python3"
+    echo "    gpu_facts_pci_devices_path: /var/lib/gpufleet-emulator/pci/devices"
     echo "  hosts:"
-    for node in "${NODES[@]}"; do echo "    $node:"; done
+    for node in "${NODES[@]}"; do echo "    $node: {emulator_profile: ${PROFILE[$node]}}"; done
   } >"$INVENTORY"
+  stage "Installing the nvidia-smi emulator on each node (the fleet has no real GPUs)"
+  ANSIBLE_INJECT_FACT_VARS=false ansible-playbook -i "$INVENTORY" tools/demo-emulate.yml >"$DEMO/emulate.log" \
+    || { tail -20 "$DEMO/emulate.log"; die "emulator install failed"; }
+  for node in "${NODES[@]}"; do info "$node: ${PROFILE[$node]}"; done
 }
 
 converge() {
@@ -51,9 +61,12 @@ converge() {
 }
 
 summary() {
-  stage "Per-node summary"
+  stage "Per-node summary: OS baseline"
   ANSIBLE_INJECT_FACT_VARS=false ansible-playbook -i "$INVENTORY" tools/demo-summary.yml \
     | sed -n 's/^ *"msg": "\(.*\)"$/\1/p; s/^    msg: //p'
+  stage "Per-node summary: GPUs (playbooks/gpu_facts.yml)"
+  ANSIBLE_INJECT_FACT_VARS=false ANSIBLE_CALLBACK_RESULT_FORMAT=json ansible-playbook -i "$INVENTORY" \
+    playbooks/gpu_facts.yml | sed -n 's/^        "\(.*\)",\{0,1\}$/\1/p'
 }
 
 case "${1:-all}" in
