@@ -1,0 +1,131 @@
+"""Benchmark of gpu_facts (make bench): parser speed, and the module's wall time against its nvidia-smi calls.
+
+Uses the emulator of tests/emulator with a per-call delay that models a real 8-GPU node's NVML start-up.
+Every figure is the median of several runs with the spread (min-max); ratios come from the same run.
+Prints a Markdown section on stdout.
+"""
+import argparse
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EMULATOR = ROOT / "tests" / "emulator" / "nvidia_smi_emulator.py"
+FIXTURES = ROOT / "tests" / "unit" / "plugins" / "module_utils" / "fixtures" / "nvidia-smi"
+
+from ansible_collections.gpufleet.node.plugins.module_utils import nvidia_smi  # noqa: E402
+from ansible_collections.gpufleet.node.plugins.modules import gpu_facts  # noqa: E402
+
+
+def spread(values, scale=1.0, unit=""):
+    values = [v * scale for v in values]
+    return "%.2f%s (%.2f-%.2f)" % (statistics.median(values), unit, min(values), max(values))
+
+
+def emulator_output(profile, argv):
+    env = dict(os.environ, GPUFLEET_EMULATOR_PROFILE=profile, GPUFLEET_EMULATOR_DELAY_MS="0")
+    return subprocess.run([sys.executable, str(EMULATOR)] + argv, env=env, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def time_call(function, *args, repeat=200):
+    """Median seconds per call over `repeat` calls, measured in 7 batches: [batch medians]."""
+    batches = []
+    for _batch in range(7):
+        started = time.perf_counter()
+        for _call in range(repeat):
+            function(*args)
+        batches.append((time.perf_counter() - started) / repeat)
+    return batches
+
+
+def parser_section():
+    xml = emulator_output("hgx-a100-8gpu", ["-q", "-x"])
+    topo = emulator_output("hgx-a100-8gpu", ["topo", "-m"])
+    nvlink = emulator_output("hgx-a100-8gpu", ["nvlink", "-s"])
+
+    def all_three():
+        nvidia_smi.parse_query_xml(xml)
+        nvidia_smi.nvlink_summary(nvidia_smi.parse_topology(topo)["matrix"])
+        nvidia_smi.parse_nvlink_status(nvlink)
+
+    rows = [("8-GPU node, all three outputs (-q -x, topo -m, nvlink -s)", len(xml) + len(topo) + len(nvlink),
+             time_call(all_three, repeat=100))]
+    largest = [
+        ("topo -m, 8 GPUs + 11 NICs (capture 18)", nvidia_smi.parse_topology,
+         FIXTURES / "18-a100-8gpu-11nic-mlx5-columns-numa-range" / "topo-m.txt"),
+        ("nvlink -s, 8 GPUs x 18 links (capture 56)", nvidia_smi.parse_nvlink_status,
+         FIXTURES / "56-aws-p5-h100-8gpu-nvlink-status-full" / "nvlink-s.txt"),
+        ("-q -x, A100 with 4 MIG devices (capture 31)", nvidia_smi.parse_query_xml,
+         FIXTURES / "31-a100-sxm4-80gb-mig-4x1g-xml" / "q-x.xml"),
+    ]
+    for label, parser, path in largest:
+        text = path.read_text(encoding="utf-8")
+        rows.append((label, len(text), time_call(parser, text)))
+    lines = ["### Parsers", "", "| input | bytes | time per parse, ms | MB/s |", "|---|---:|---:|---:|"]
+    for label, size, batches in rows:
+        lines.append("| %s | %d | %s | %.1f |" % (label, size, spread(batches, 1000),
+                                                   size / statistics.median(batches) / 1e6))
+    return lines, statistics.median(rows[0][2]) * 1000
+
+
+def module_section(delay_ms, runs):
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="gpufleet-bench-"))
+    script = tmp / "nvidia-smi"
+    script.write_text("#!/bin/sh\nexec %s %s \"$@\"\n" % (sys.executable, EMULATOR))
+    script.chmod(0o755)
+    os.environ.update(GPUFLEET_EMULATOR_PROFILE="hgx-a100-8gpu", GPUFLEET_EMULATOR_DELAY_MS=str(delay_ms),
+                      GPUFLEET_EMULATOR_CONFIG=str(tmp))
+    params = {"nvidia_smi_path": str(script), "timeout": 30, "gather_subset": ["all"],
+              "pci_devices_path": str(tmp / "none")}
+    alone = {name: [] for name in gpu_facts.SUBCOMMANDS}
+    walls, ratios, sums = [], [], []
+    for _run in range(runs):
+        for name, argv in gpu_facts.SUBCOMMANDS.items():
+            started = time.perf_counter()
+            subprocess.run([str(script)] + argv, check=True, capture_output=True)
+            alone[name].append(time.perf_counter() - started)
+        slowest = max(alone[name][-1] for name in alone)
+        sums.append(sum(alone[name][-1] for name in alone))
+        started = time.perf_counter()
+        facts = gpu_facts.gather(params)
+        wall = time.perf_counter() - started
+        assert facts["state"] == "ok", facts["message"]
+        walls.append(wall)
+        ratios.append(wall / slowest)
+    lines = [
+        "### gpu_facts against its nvidia-smi calls (emulated 8-GPU node, %d ms per call, %d runs)" % (delay_ms, runs),
+        "",
+        "| what | seconds |",
+        "|---|---:|",
+    ]
+    for name, argv in gpu_facts.SUBCOMMANDS.items():
+        lines.append("| `nvidia-smi %s` alone | %s |" % (" ".join(argv), spread(alone[name])))
+    lines += [
+        "| the three run one after another | %s |" % spread(sums),
+        "| gpu_facts (three concurrent calls, parsing, PCI scan) | %s |" % spread(walls),
+        "",
+        "gpu_facts wall time / slowest single call, per run: median **%.2f** (%.2f-%.2f); target < 1.2."
+        % (statistics.median(ratios), min(ratios), max(ratios)),
+    ]
+    return lines, statistics.median(ratios)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--delay-ms", type=int, default=300)
+    parser.add_argument("--runs", type=int, default=7)
+    args = parser.parse_args()
+    parser_lines, parse_ms = parser_section()
+    module_lines, ratio = module_section(args.delay_ms, args.runs)
+    print("\n".join(["## gpu_facts", ""] + parser_lines + [
+        "", "Parsing an 8-GPU node's three outputs: %.2f ms (target < 20 ms)." % parse_ms, ""] + module_lines))
+    return 0 if parse_ms < 20 and ratio < 1.2 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
