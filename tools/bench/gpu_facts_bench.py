@@ -68,8 +68,8 @@ def parser_section():
         rows.append((label, len(text), time_call(parser, text)))
     lines = ["### Parsers", "", "| input | bytes | time per parse, ms | MB/s |", "|---|---:|---:|---:|"]
     for label, size, batches in rows:
-        lines.append("| %s | %d | %s | %.1f |" % (label, size, spread(batches, 1000),
-                                                   size / statistics.median(batches) / 1e6))
+        throughput = size / statistics.median(batches) / 1e6
+        lines.append("| %s | %d | %s | %.1f |" % (label, size, spread(batches, 1000), throughput))
     return lines, statistics.median(rows[0][2]) * 1000
 
 
