@@ -5,7 +5,7 @@ TOOLS := tools
 SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
 .PHONY: help test demo bench bench-env lint yamllint ansible-lint sanity unit molecule build-check clean \
-        host-deps venv collections dockerd image
+        host-deps venv collections dockerd image mirror
 
 help:
 	@echo "make test    every check: yamllint, ansible-lint, ansible-test sanity, unit tests, Molecule ($(SCENARIOS))"
@@ -23,7 +23,9 @@ dockerd: host-deps
 	@$(TOOLS)/dockerd.sh
 image: dockerd
 	@$(TOOLS)/node-image.sh
-bench-env: venv collections image
+mirror: host-deps
+	@$(TOOLS)/mirror.sh
+bench-env: venv collections image mirror
 
 test: lint sanity unit build-check molecule
 	@echo; echo "make test: all checks passed"

@@ -21,6 +21,8 @@ export ANSIBLE_COLLECTIONS_PATH="$GPUFLEET_SELF_PATH:$GPUFLEET_DEPS_PATH"
 export ANSIBLE_FORCE_COLOR="${ANSIBLE_FORCE_COLOR:-0}"
 export MOLECULE_NO_LOG="${MOLECULE_NO_LOG:-false}"
 export PATH="$VENV/bin:$PATH"
+# The stand-in apt mirror (tools/mirror.sh), bound into the Molecule nodes.
+export GPUFLEET_MIRROR_DIR="$CACHE/mirror"
 
 # pip without the machine's noise about index locations that are absent.
 pip_quiet() { "$VENV/bin/pip" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }

@@ -10,9 +10,13 @@ Configuration, read at every call:
 * a per-call delay in milliseconds that models a real node's NVML start-up:
   ``$GPUFLEET_EMULATOR_DELAY_MS``, else ``/etc/gpufleet-emulator/delay_ms``, else 0;
 * faults: ``/etc/gpufleet-emulator/inactive_links``, lines of ``<gpu index> <link>`` to report inactive.
+
+Persistence mode is reported on while ``nvidia-persistenced`` runs (as the real daemon turns it on), or when
+``/etc/gpufleet-emulator/persistence`` says so.
 """
 import json
 import os
+import subprocess
 import sys
 import time
 import uuid as uuid_module
@@ -29,6 +33,18 @@ def read_config(name, default=None):
             return handle.read().strip() or default
     except OSError:
         return default
+
+
+def persistence_mode():
+    """'Enabled' while nvidia-persistenced runs (or when the config forces it), else 'Disabled'."""
+    if read_config("persistence"):
+        return "Enabled"
+    try:
+        active = subprocess.run(["systemctl", "is-active", "--quiet", "nvidia-persistenced.service"],
+                                check=False, timeout=5).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        active = False
+    return "Enabled" if active else "Disabled"
 
 
 def load_profile():
@@ -71,11 +87,12 @@ def query_xml(profile):
         "\t<cuda_version>%s</cuda_version>" % profile["cuda_version"],
         "\t<attached_gpus>%d</attached_gpus>" % len(profile["bus_ids"]),
     ]
+    persistence = persistence_mode()
     for gpu in gpus(profile):
         lines += [
             '\t<gpu id="%s">' % gpu["bus_id"],
             "\t\t<product_name>%s</product_name>" % gpu["name"],
-            "\t\t<persistence_mode>%s</persistence_mode>" % ("Enabled" if read_config("persistence") else "Disabled"),
+            "\t\t<persistence_mode>%s</persistence_mode>" % persistence,
             "\t\t<mig_mode>",
             "\t\t\t<current_mig>Disabled</current_mig>",
             "\t\t\t<pending_mig>Disabled</pending_mig>",
@@ -165,7 +182,7 @@ QUERY_FIELDS = {
     "pci.bus_id": lambda p, g: g["bus_id"],
     "memory.total": lambda p, g: "%d MiB" % g["memory_total_mib"],
     "driver_version": lambda p, g: p["driver_version"],
-    "persistence_mode": lambda p, g: "Enabled" if read_config("persistence") else "Disabled",
+    "persistence_mode": lambda p, g: persistence_mode(),
     "compute_mode": lambda p, g: "Default",
 }
 

@@ -47,8 +47,8 @@ def build_deb(work, pool, package):
         target = root / link.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
         os.symlink(source, target)
-    deb = pool / ("%s_%s_%s.deb" % (package["name"], package["version"].replace(":", "%3a"),
-                                     package.get("architecture", "amd64")))
+    name = "%s_%s_%s.deb" % (package["name"], package["version"], package.get("architecture", "amd64"))
+    deb = pool / name
     subprocess.run(["dpkg-deb", "--root-owner-group", "-Zxz", "--build", str(root), str(deb)], check=True,
                    stdout=subprocess.DEVNULL)
 

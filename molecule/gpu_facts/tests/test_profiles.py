@@ -60,9 +60,9 @@ def test_check_mode(gather):
 
 
 def test_not_installed(gather, host):
-    host.run_expect([0], "mv /usr/bin/nvidia-smi /usr/bin/nvidia-smi.away")
+    host.run_expect([0], "mv /usr/local/bin/nvidia-smi /usr/local/bin/nvidia-smi.away")
     try:
         gpu = gather("hgx-a100-8gpu")
     finally:
-        host.run_expect([0], "mv /usr/bin/nvidia-smi.away /usr/bin/nvidia-smi")
+        host.run_expect([0], "mv /usr/local/bin/nvidia-smi.away /usr/local/bin/nvidia-smi")
     assert gpu["state"] == "not_installed"

@@ -1,0 +1,125 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The NVIDIA driver packages to install for a source, flavour, branch and platform (one place for it)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+name: nvidia_driver_packages
+author: gpufleet.node maintainers (@gpufleet)
+version_added: "0.1.0"
+short_description: NVIDIA driver packages for a source, flavour, branch and platform
+description:
+  - Returns the driver packages, the fabric manager packages and the apt pin pattern that
+    gpufleet.node.nvidia_driver installs for the given choice, or raises an error naming what is not
+    available (for example the PPA on Debian).
+positional: _input, flavour, branch, distribution, major_version, kernel_flavour
+options:
+  _input:
+    description: The source, C(distro), C(ppa) or C(cuda_repo).
+    type: str
+    required: true
+  flavour:
+    description: C(server), C(desktop), C(open) or C(signed).
+    type: str
+    required: true
+  branch:
+    description: Driver branch, for example C(535).
+    type: str
+    required: true
+  distribution:
+    description: C(ansible_facts.distribution), C(Debian) or C(Ubuntu).
+    type: str
+    required: true
+  major_version:
+    description: C(ansible_facts.distribution_major_version).
+    type: str
+    required: true
+  kernel_flavour:
+    description: Kernel flavour for precompiled modules (C(generic), C(aws), ...).
+    type: str
+    default: generic
+"""
+
+EXAMPLES = r"""
+- name: What the role would install on Ubuntu 22.04, datacenter flavour
+  ansible.builtin.debug:
+    msg: "{{ 'distro' | gpufleet.node.nvidia_driver_packages('server', '535', 'Ubuntu', '22') }}"
+"""
+
+RETURN = r"""
+_value:
+  description: C(packages) (the driver), C(fabricmanager) (fabric manager and NSCQ, for NVSwitch systems),
+    C(main) (the package whose version is the driver's) and C(pin) (the package name pattern for apt).
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+
+# Package names by source and platform family; "{b}" is the branch, "{k}" the kernel flavour.
+UBUNTU_DISTRO = {
+    "server": ["nvidia-headless-{b}-server", "nvidia-utils-{b}-server"],
+    "desktop": ["nvidia-driver-{b}"],
+    "open": ["nvidia-headless-{b}-server-open", "nvidia-utils-{b}-server"],
+    "signed": ["linux-modules-nvidia-{b}-server-{k}", "nvidia-headless-no-dkms-{b}-server", "nvidia-utils-{b}-server"],
+}
+UBUNTU_PPA = {
+    "server": ["nvidia-headless-{b}", "nvidia-utils-{b}"],
+    "desktop": ["nvidia-driver-{b}"],
+    "open": ["nvidia-headless-{b}-open", "nvidia-utils-{b}"],
+}
+DEBIAN_DISTRO = {
+    # The headless compute set: kernel module (DKMS), nvidia-smi, the CUDA and NVML libraries, persistence.
+    "server": ["nvidia-kernel-dkms", "nvidia-smi", "libcuda1", "libnvidia-ml1", "nvidia-persistenced"],
+    "open": ["nvidia-open-kernel-dkms", "nvidia-smi", "libcuda1", "libnvidia-ml1", "nvidia-persistenced"],
+}
+CUDA_REPO = {
+    "server": ["cuda-drivers-{b}"],
+    "open": ["nvidia-kernel-open-{b}", "cuda-drivers-{b}"],
+}
+FABRICMANAGER = {
+    "ubuntu_distro": ["nvidia-fabricmanager-{b}", "libnvidia-nscq-{b}"],
+    "cuda_repo": ["nvidia-fabricmanager-{b}", "libnvidia-nscq-{b}"],
+}
+SUPPORTED = {("Debian", "12"), ("Ubuntu", "20"), ("Ubuntu", "22")}
+PIN = "/^(cuda-drivers|nvidia-|libnvidia-|libcuda|firmware-nvidia-|xserver-xorg-video-nvidia)/"
+
+
+def nvidia_driver_packages(source, flavour, branch, distribution, major_version, kernel_flavour="generic"):
+    """See DOCUMENTATION."""
+    platform = (str(distribution), str(major_version))
+    if platform not in SUPPORTED:
+        raise AnsibleFilterError("the NVIDIA %s driver is not supported by gpufleet.node on %s %s"
+                                 % (branch, distribution, major_version))
+    ubuntu = distribution == "Ubuntu"
+    if source == "distro":
+        table, fabric = (UBUNTU_DISTRO, FABRICMANAGER["ubuntu_distro"]) if ubuntu else (DEBIAN_DISTRO, [])
+    elif source == "ppa":
+        if not ubuntu:
+            raise AnsibleFilterError("the graphics-drivers PPA is for Ubuntu; on %s use source distro or cuda_repo"
+                                     % distribution)
+        table, fabric = UBUNTU_PPA, []
+    elif source == "cuda_repo":
+        table, fabric = CUDA_REPO, FABRICMANAGER["cuda_repo"]
+    else:
+        raise AnsibleFilterError("unknown driver source %r" % source)
+    if flavour not in table:
+        raise AnsibleFilterError("flavour %r is not available from source %s on %s (choose from %s)"
+                                 % (flavour, source, distribution, ", ".join(sorted(table))))
+    packages = [name.format(b=branch, k=kernel_flavour) for name in table[flavour]]
+    return {
+        "packages": packages,
+        "main": packages[-1] if source != "distro" or ubuntu else "nvidia-smi",
+        "fabricmanager": [name.format(b=branch) for name in fabric],
+        "pin": PIN,
+    }
+
+
+class FilterModule(object):
+    """gpufleet.node driver filters."""
+
+    def filters(self):
+        return {"nvidia_driver_packages": nvidia_driver_packages}

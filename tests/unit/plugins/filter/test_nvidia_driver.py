@@ -1,0 +1,61 @@
+"""What gpufleet.node.nvidia_driver installs for each source and flavour: the same filter the role calls,
+rendered for Ubuntu 22.04 (whose archive the bench cannot reach), Ubuntu 20.04 and Debian 12."""
+import pytest
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.node.plugins.filter.nvidia_driver import FilterModule
+
+select = FilterModule().filters()["nvidia_driver_packages"]
+
+
+@pytest.mark.parametrize("source, flavour, packages, main, fabricmanager", [
+    ("distro", "server", ["nvidia-headless-535-server", "nvidia-utils-535-server"], "nvidia-utils-535-server",
+     ["nvidia-fabricmanager-535", "libnvidia-nscq-535"]),
+    ("distro", "open", ["nvidia-headless-535-server-open", "nvidia-utils-535-server"], "nvidia-utils-535-server",
+     ["nvidia-fabricmanager-535", "libnvidia-nscq-535"]),
+    ("distro", "signed", ["linux-modules-nvidia-535-server-generic", "nvidia-headless-no-dkms-535-server",
+                          "nvidia-utils-535-server"], "nvidia-utils-535-server",
+     ["nvidia-fabricmanager-535", "libnvidia-nscq-535"]),
+    ("distro", "desktop", ["nvidia-driver-535"], "nvidia-driver-535", ["nvidia-fabricmanager-535", "libnvidia-nscq-535"]),
+    ("ppa", "desktop", ["nvidia-driver-535"], "nvidia-driver-535", []),
+    ("ppa", "server", ["nvidia-headless-535", "nvidia-utils-535"], "nvidia-utils-535", []),
+    ("cuda_repo", "server", ["cuda-drivers-535"], "cuda-drivers-535", ["nvidia-fabricmanager-535", "libnvidia-nscq-535"]),
+    ("cuda_repo", "open", ["nvidia-kernel-open-535", "cuda-drivers-535"], "cuda-drivers-535",
+     ["nvidia-fabricmanager-535", "libnvidia-nscq-535"]),
+])
+def test_ubuntu_2204(source, flavour, packages, main, fabricmanager):
+    chosen = select(source, flavour, "535", "Ubuntu", "22")
+    assert chosen["packages"] == packages
+    assert chosen["main"] == main
+    assert chosen["fabricmanager"] == fabricmanager
+
+
+def test_signed_modules_follow_the_kernel_flavour():
+    assert select("distro", "signed", "535", "Ubuntu", "20", "aws")["packages"][0] == "linux-modules-nvidia-535-server-aws"
+
+
+def test_debian_12_headless_compute_set():
+    chosen = select("distro", "server", "535", "Debian", "12")
+    assert chosen["packages"] == ["nvidia-kernel-dkms", "nvidia-smi", "libcuda1", "libnvidia-ml1", "nvidia-persistenced"]
+    assert chosen["main"] == "nvidia-smi"
+    assert chosen["fabricmanager"] == []  # Debian does not package fabric manager
+
+
+def test_never_an_unversioned_metapackage():
+    for source, flavours in (("distro", ["server", "open", "signed", "desktop"]), ("ppa", ["server", "desktop", "open"]),
+                             ("cuda_repo", ["server", "open"])):
+        for flavour in flavours:
+            for name in select(source, flavour, "535", "Ubuntu", "22")["packages"]:
+                assert "535" in name, name
+
+
+@pytest.mark.parametrize("args, message", [
+    (("ppa", "server", "535", "Debian", "12"), "PPA is for Ubuntu"),
+    (("distro", "signed", "535", "Debian", "12"), "flavour 'signed' is not available"),
+    (("cuda_repo", "desktop", "535", "Ubuntu", "22"), "flavour 'desktop' is not available"),
+    (("distro", "server", "535", "Ubuntu", "24"), "not supported"),
+    (("apt", "server", "535", "Ubuntu", "22"), "unknown driver source"),
+])
+def test_impossible_choices_are_named(args, message):
+    with pytest.raises(AnsibleFilterError, match=message):
+        select(*args)

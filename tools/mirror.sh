@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Builds the local signed apt mirror of stand-in NVIDIA packages (tests/mirror) into the cache, once per
+# change of its inputs. Scenarios bind it read-only at /srv/gpufleet-mirror and serve it on 127.0.0.1.
+source "$(dirname "$0")/lib.sh"
+
+key=$(hash_files "$ROOT/tests/mirror/build_mirror.py" "$ROOT/tests/mirror/packages.json")
+if [[ -f "$GPUFLEET_MIRROR_DIR/.key" && "$(cat "$GPUFLEET_MIRROR_DIR/.key")" == "$key" ]]; then
+  info "stand-in apt mirror is current ($GPUFLEET_MIRROR_DIR)"
+  exit 0
+fi
+command -v apt-ftparchive >/dev/null 2>&1 && command -v gpg >/dev/null 2>&1 || "$ROOT/tools/host-deps.sh"
+stage "Building the signed stand-in apt mirror (NVIDIA package names and versions)"
+python3 "$ROOT/tests/mirror/build_mirror.py" "$GPUFLEET_MIRROR_DIR" | sed 's/^/    /'
+echo "$key" >"$GPUFLEET_MIRROR_DIR/.key"
