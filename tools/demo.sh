@@ -30,7 +30,8 @@ up() {
     fi
     docker rm -f "$node" >/dev/null 2>&1 || true
     docker run -d --name "$node" --network host --cgroupns host -v /sys/fs/cgroup:/sys/fs/cgroup:ro \
-      --tmpfs /run --tmpfs /run/lock --tmpfs /tmp --label gpufleet-demo=1 "$IMAGE_TAG_STABLE" >/dev/null
+      --tmpfs /run --tmpfs /run/lock --tmpfs /tmp -v "$GPUFLEET_MIRROR_DIR:/srv/gpufleet-mirror:ro" \
+      --label gpufleet-demo=1 "$IMAGE_TAG_STABLE" >/dev/null
     info "$node started"
   done
   mkdir -p "$DEMO"
@@ -40,6 +41,13 @@ up() {
     echo "    ansible_connection: community.docker.docker"
     echo "    ansible_python_interpreter: /usr/bin/python3"
     echo "    gpu_facts_pci_devices_path: /var/lib/gpufleet-emulator/pci/devices"
+    # The driver comes from NVIDIA's repository as an air-gapped fleet gets it: from a mirror (here the
+    # stand-in mirror of tests/mirror, served on 127.0.0.1 by the first node).
+    echo "    nvidia_driver_source: cuda_repo"
+    echo "    nvidia_driver_cuda_repo_url: http://127.0.0.1:18535/cuda"
+    echo "    nvidia_driver_cuda_repo_key_url: http://127.0.0.1:18535/cuda/debian12/x86_64/gpufleet-test.pub"
+    echo "    nvidia_driver_cuda_repo_key_fingerprint: $(cat "$GPUFLEET_MIRROR_DIR/fingerprint")"
+    echo "    nvidia_driver_pci_devices_path: /var/lib/gpufleet-emulator/pci/devices"
     echo "  hosts:"
     for node in "${NODES[@]}"; do echo "    $node: {emulator_profile: ${PROFILE[$node]}}"; done
   } >"$INVENTORY"
