@@ -29,9 +29,7 @@ up() {
       continue
     fi
     docker rm -f "$node" >/dev/null 2>&1 || true
-    docker run -d --name "$node" --network host --cgroupns host -v /sys/fs/cgroup:/sys/fs/cgroup:ro \
-      --tmpfs /run --tmpfs /run/lock --tmpfs /tmp -v "$GPUFLEET_MIRROR_DIR:/srv/gpufleet-mirror:ro" \
-      --label gpufleet-demo=1 "$IMAGE_TAG_STABLE" >/dev/null
+    run_node "$node" --label gpufleet-demo=1
     info "$node started"
   done
   mkdir -p "$DEMO"
@@ -62,14 +60,14 @@ converge() {
   local start
   start=$(date +%s)
   ANSIBLE_INJECT_FACT_VARS=false ANSIBLE_FORKS=10 ANSIBLE_PIPELINING=true \
-    ansible-playbook -i "$INVENTORY" playbooks/site.yml | tee "$DEMO/site.log" | grep -E '^(PLAY|TASK|ok:|changed:|fatal:)|recap|: ok=' \
-    | grep -E '^(PLAY \[|fatal|.*: ok=)' || true
+    ansible-playbook -i "$INVENTORY" playbooks/site.yml | tee "$DEMO/site.log" \
+    | grep --line-buffered -E '^(PLAY \[|fatal|.*: ok=)' || true
   grep -q 'failed=[1-9]\|unreachable=[1-9]' "$DEMO/site.log" && die "site.yml failed; see $DEMO/site.log"
   info "site.yml finished in $(since "$start") s (full log: $DEMO/site.log)"
 }
 
 summary() {
-  stage "Per-node summary: OS baseline"
+  stage "Per-node summary: baseline and driver"
   ANSIBLE_INJECT_FACT_VARS=false ansible-playbook -i "$INVENTORY" tools/demo-summary.yml \
     | sed -n 's/^ *"msg": "\(.*\)"$/\1/p; s/^    msg: //p'
   stage "Per-node summary: GPUs (playbooks/gpu_facts.yml)"

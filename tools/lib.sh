@@ -27,6 +27,16 @@ export GPUFLEET_MIRROR_DIR="$CACHE/mirror"
 # pip without the machine's noise about index locations that are absent.
 pip_quiet() { "$VENV/bin/pip" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
 
+# Starts a node container: systemd as PID 1 with default capabilities (no --privileged), host network and
+# cgroup namespace, the cgroup tree read-only, tmpfs on /run, /run/lock and /tmp, the stand-in mirror bound.
+# The same settings as the Molecule platform in .config/molecule/config.yml.
+run_node() {
+  local name=$1; shift
+  docker run -d --name "$name" --network host --cgroupns host -v /sys/fs/cgroup:/sys/fs/cgroup:ro \
+    --tmpfs /run --tmpfs /run/lock --tmpfs /tmp -v "$GPUFLEET_MIRROR_DIR:/srv/gpufleet-mirror:ro" \
+    "$@" "$IMAGE_TAG_STABLE" >/dev/null
+}
+
 stage() { printf '\n==> %s\n' "$*"; }
 info() { printf '    %s\n' "$*"; }
 die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }

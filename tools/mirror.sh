@@ -8,7 +8,7 @@ if [[ -f "$GPUFLEET_MIRROR_DIR/.key" && "$(cat "$GPUFLEET_MIRROR_DIR/.key")" == 
   info "stand-in apt mirror is current ($GPUFLEET_MIRROR_DIR)"
   exit 0
 fi
-command -v apt-ftparchive >/dev/null 2>&1 && command -v gpg >/dev/null 2>&1 || "$ROOT/tools/host-deps.sh"
+if ! command -v apt-ftparchive >/dev/null 2>&1 || ! command -v gpg >/dev/null 2>&1; then "$ROOT/tools/host-deps.sh"; fi
 stage "Building the signed stand-in apt mirror (NVIDIA package names and versions)"
 python3 "$ROOT/tests/mirror/build_mirror.py" "$GPUFLEET_MIRROR_DIR" | sed 's/^/    /'
 echo "$key" >"$GPUFLEET_MIRROR_DIR/.key"

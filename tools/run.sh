@@ -56,8 +56,8 @@ run_build_check() {
   "$ROOT/tools/node-image.sh" >/dev/null
   local node=gpufleet-build-check
   docker rm -f "$node" >/dev/null 2>&1 || true
-  docker run -d --name "$node" --network host --cgroupns host -v /sys/fs/cgroup:/sys/fs/cgroup:ro \
-    --tmpfs /run --tmpfs /run/lock --tmpfs /tmp "$IMAGE_TAG_STABLE" >/dev/null
+  "$ROOT/tools/mirror.sh" >/dev/null
+  run_node "$node"
   trap 'docker rm -f '"$node"' >/dev/null 2>&1 || true' RETURN
   mkdir -p "$out/play"
   cat >"$out/play/use-installed.yml" <<'YAML'
