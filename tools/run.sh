@@ -51,7 +51,8 @@ run_build_check() {
   if tar -tzf "$tarball" | grep -qE '^(tests|molecule|tools|\.ci|\.github)/'; then
     die "the tarball contains test or CI files"
   fi
-  ansible-galaxy collection install --offline --no-deps -p "$out/installed" "$tarball" >/dev/null
+  ANSIBLE_COLLECTIONS_PATH="$out/installed" \
+    ansible-galaxy collection install --offline --no-deps -p "$out/installed" "$tarball" >/dev/null
   "$ROOT/tools/dockerd.sh" >/dev/null
   "$ROOT/tools/node-image.sh" >/dev/null
   local node=gpufleet-build-check
