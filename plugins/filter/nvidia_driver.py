@@ -59,6 +59,8 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
+REBOOT_STATES = ("driver_library_mismatch",)
+
 # Package names by source and platform family; "{b}" is the branch, "{k}" the kernel flavour.
 UBUNTU_DISTRO = {
     "server": ["nvidia-headless-{b}-server", "nvidia-utils-{b}-server"],
@@ -118,8 +120,31 @@ def nvidia_driver_packages(source, flavour, branch, distribution, major_version,
     }
 
 
+def nvidia_driver_reboot_reason(gpu, installed_version, in_container=False):
+    """Why the node must reboot to run the installed driver, or '' when it need not.
+
+    ``gpu`` is ``ansible_facts.gpu`` from gpu_facts after the install; ``installed_version`` the driver's
+    package version (``535.183.01-1``, ``535.183.01-0ubuntu0.22.04.1``). A container cannot load modules, so
+    it never needs a reboot for them.
+    """
+    if in_container:
+        return ""
+    upstream = str(installed_version).split("-", maxsplit=1)[0]
+    loaded = gpu.get("loaded_module_version")
+    if gpu.get("state") in REBOOT_STATES:
+        return "nvidia-smi reports %s (%s)" % (gpu.get("state"), gpu.get("message"))
+    if not loaded:
+        return "no NVIDIA kernel module is loaded; driver %s is installed" % upstream
+    if loaded != upstream:
+        return "the loaded kernel module is %s, the installed driver %s" % (loaded, upstream)
+    return ""
+
+
 class FilterModule(object):
     """gpufleet.node driver filters."""
 
     def filters(self):
-        return {"nvidia_driver_packages": nvidia_driver_packages}
+        return {
+            "nvidia_driver_packages": nvidia_driver_packages,
+            "nvidia_driver_reboot_reason": nvidia_driver_reboot_reason,
+        }

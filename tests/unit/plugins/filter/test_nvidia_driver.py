@@ -1,5 +1,8 @@
 """What gpufleet.node.nvidia_driver installs for each source and flavour: the same filter the role calls,
 rendered for Ubuntu 22.04 (whose archive the bench cannot reach), Ubuntu 20.04 and Debian 12."""
+import pathlib
+import sys
+
 import pytest
 
 from ansible.errors import AnsibleFilterError
@@ -59,3 +62,49 @@ def test_never_an_unversioned_metapackage():
 def test_impossible_choices_are_named(args, message):
     with pytest.raises(AnsibleFilterError, match=message):
         select(*args)
+
+
+# --- the reboot decision, on facts gpu_facts gathers from the emulator ----------------------------------------
+
+reboot_reason = FilterModule().filters()["nvidia_driver_reboot_reason"]
+
+
+@pytest.fixture
+def emulated(tmp_path, monkeypatch):
+    """gpu_facts' facts for an emulated profile, with a chosen loaded kernel module version."""
+    from ansible_collections.gpufleet.node.plugins.modules import gpu_facts
+    emulator = pathlib.Path(__file__).resolve().parents[3] / "emulator" / "nvidia_smi_emulator.py"
+    script = tmp_path / "nvidia-smi"
+    script.write_text("#!/bin/sh\nexec %s %s \"$@\"\n" % (sys.executable, emulator))
+    script.chmod(0o755)
+    monkeypatch.setenv("GPUFLEET_EMULATOR_CONFIG", str(tmp_path))
+
+    def facts(profile, loaded):
+        monkeypatch.setenv("GPUFLEET_EMULATOR_PROFILE", profile)
+        monkeypatch.setattr(gpu_facts, "loaded_module_version", lambda: loaded)
+        return gpu_facts.gather({"nvidia_smi_path": str(script), "timeout": 10, "gather_subset": ["all"],
+                                 "pci_devices_path": str(tmp_path / "none")})
+
+    return facts
+
+
+def test_no_reboot_when_the_loaded_module_is_the_installed_driver(emulated):
+    assert reboot_reason(emulated("hgx-a100-8gpu", "535.183.01"), "535.183.01-1") == ""
+
+
+def test_reboot_when_another_module_is_loaded(emulated):
+    reason = reboot_reason(emulated("hgx-a100-8gpu", "535.161.08"), "535.183.01-1")
+    assert reason == "the loaded kernel module is 535.161.08, the installed driver 535.183.01"
+
+
+def test_reboot_on_a_driver_library_mismatch(emulated):
+    reason = reboot_reason(emulated("mismatch", "535.183.01"), "535.216.01-0ubuntu0.22.04.1")
+    assert reason.startswith("nvidia-smi reports driver_library_mismatch")
+
+
+def test_reboot_when_no_module_is_loaded(emulated):
+    assert "no NVIDIA kernel module is loaded" in reboot_reason(emulated("hgx-a100-8gpu", None), "535.183.01-1")
+
+
+def test_never_in_a_container(emulated):
+    assert reboot_reason(emulated("mismatch", "535.161.08"), "535.183.01-1", True) == ""
