@@ -47,7 +47,7 @@ molecule: bench-env
 demo: bench-env
 	@$(TOOLS)/demo.sh
 
-bench: bench-env
+bench: bench-env dockerd
 	@$(TOOLS)/bench.sh
 
 clean:

@@ -9,6 +9,9 @@ trap 'rm -f "$body"' EXIT
 stage "Benchmark: gpu_facts (parsers; module against its nvidia-smi calls, emulated 8-GPU node)"
 status=0
 PYTHONPATH="$GPUFLEET_SELF_PATH" python3 tools/bench/gpu_facts_bench.py --delay-ms 300 --runs 7 >"$body" || status=$?
+stage "Benchmark: site.yml on one node, first converge and the no-op second run"
+echo >>"$body"
+tools/bench/site_bench.sh >>"$body" || status=$?
 {
   echo "# Benchmarks"
   echo

@@ -33,22 +33,9 @@ up() {
     info "$node started"
   done
   mkdir -p "$DEMO"
-  {
-    echo "gpu_nodes:"
-    echo "  vars:"
-    echo "    ansible_connection: community.docker.docker"
-    echo "    ansible_python_interpreter: /usr/bin/python3"
-    echo "    gpu_facts_pci_devices_path: /var/lib/gpufleet-emulator/pci/devices"
-    # The driver comes from NVIDIA's repository as an air-gapped fleet gets it: from a mirror (here the
-    # stand-in mirror of tests/mirror, served on 127.0.0.1 by the first node).
-    echo "    nvidia_driver_source: cuda_repo"
-    echo "    nvidia_driver_cuda_repo_url: http://127.0.0.1:18535/cuda"
-    echo "    nvidia_driver_cuda_repo_key_url: http://127.0.0.1:18535/cuda/debian12/x86_64/gpufleet-test.pub"
-    echo "    nvidia_driver_cuda_repo_key_fingerprint: $(cat "$GPUFLEET_MIRROR_DIR/fingerprint")"
-    echo "    nvidia_driver_pci_devices_path: /var/lib/gpufleet-emulator/pci/devices"
-    echo "  hosts:"
-    for node in "${NODES[@]}"; do echo "    $node: {emulator_profile: ${PROFILE[$node]}}"; done
-  } >"$INVENTORY"
+  local pairs=()
+  for node in "${NODES[@]}"; do pairs+=("$node=${PROFILE[$node]}"); done
+  emulated_inventory "$INVENTORY" "${pairs[@]}"
   stage "Installing the nvidia-smi emulator on each node (the fleet has no real GPUs)"
   ANSIBLE_INJECT_FACT_VARS=false ansible-playbook -i "$INVENTORY" tools/demo-emulate.yml >"$DEMO/emulate.log" \
     || { tail -20 "$DEMO/emulate.log"; die "emulator install failed"; }

@@ -37,6 +37,27 @@ run_node() {
     "$@" "$IMAGE_TAG_STABLE" >/dev/null
 }
 
+# Writes an inventory of emulated node containers: emulated_inventory FILE NODE=PROFILE... . The driver
+# comes from NVIDIA's repository as an air-gapped fleet gets it, from a mirror: here the stand-in mirror of
+# tests/mirror, served on 127.0.0.1 by tools/demo-emulate.yml.
+emulated_inventory() {
+  local file=$1 pair; shift
+  {
+    echo "gpu_nodes:"
+    echo "  vars:"
+    echo "    ansible_connection: community.docker.docker"
+    echo "    ansible_python_interpreter: /usr/bin/python3"
+    echo "    gpu_facts_pci_devices_path: /var/lib/gpufleet-emulator/pci/devices"
+    echo "    nvidia_driver_source: cuda_repo"
+    echo "    nvidia_driver_cuda_repo_url: http://127.0.0.1:18535/cuda"
+    echo "    nvidia_driver_cuda_repo_key_url: http://127.0.0.1:18535/cuda/debian12/x86_64/gpufleet-test.pub"
+    echo "    nvidia_driver_cuda_repo_key_fingerprint: $(cat "$GPUFLEET_MIRROR_DIR/fingerprint")"
+    echo "    nvidia_driver_pci_devices_path: /var/lib/gpufleet-emulator/pci/devices"
+    echo "  hosts:"
+    for pair in "$@"; do echo "    ${pair%%=*}: {emulator_profile: ${pair#*=}}"; done
+  } >"$file"
+}
+
 stage() { printf '\n==> %s\n' "$*"; }
 info() { printf '    %s\n' "$*"; }
 die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
