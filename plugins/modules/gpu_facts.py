@@ -505,6 +505,21 @@ def refine_unknown(state, message, module_version, library_version):
     return state, message
 
 
+def parse_part(part, result, parser, problems):
+    """Parse one command's output, or record why it failed and return None.
+
+    A subcommand other than ``-q -x`` (which exits 0 even when it prints an error) must also have exited 0.
+    """
+    rc, stdout, _stderr, timed_out = result
+    try:
+        if timed_out or (part != "inventory" and rc != 0):
+            raise NvidiaSmiParseError("nvidia-smi %s failed" % " ".join(SUBCOMMANDS[part]))
+        return parser(stdout)
+    except NvidiaSmiParseError:
+        problems.append((part,) + failure(part, result))
+        return None
+
+
 def assemble(parts, results, pci, module_version, library_version):
     """Build ``ansible_facts.gpu`` from the command results (pure: no I/O)."""
     facts = empty_facts()
@@ -514,49 +529,33 @@ def assemble(parts, results, pci, module_version, library_version):
     topology["nvswitch"] = bool(pci.get("nvswitches"))
     problems = []
 
-    if "inventory" in parts:
-        try:
-            query = parse_query_xml(results["inventory"][1])
-        except NvidiaSmiParseError:
-            problems.append(("inventory",) + failure("inventory", results["inventory"]))
-        else:
-            facts["driver_version"] = query["driver_version"]
-            facts["cuda_driver_version"] = query["cuda_version"]
-            facts["attached_gpus"] = query["attached_gpus"]
-            facts["devices"] = query["gpus"]
-            facts["count"] = len(query["gpus"])
+    query = parse_part("inventory", results["inventory"], parse_query_xml, problems) if "inventory" in parts else None
+    if query is not None:
+        facts["driver_version"] = query["driver_version"]
+        facts["cuda_driver_version"] = query["cuda_version"]
+        facts["attached_gpus"] = query["attached_gpus"]
+        facts["devices"] = query["gpus"]
+        facts["count"] = len(query["gpus"])
 
-    if "topology" in parts:
-        try:
-            if results["topology"][0] not in (0, None) or results["topology"][3]:
-                raise NvidiaSmiParseError("failed")
-            parsed = parse_topology(results["topology"][1])
-        except NvidiaSmiParseError:
-            problems.append(("topology",) + failure("topology", results["topology"]))
-        else:
-            for key in ("gpus", "matrix", "cpu_affinity", "numa_affinity", "gpu_numa_id", "nics", "gpu_nic"):
-                topology[key] = parsed[key]
-            links = nvlink_summary(parsed["matrix"])
-            topology["nvlink_pairs"] = links["pairs"]
-            topology["nvlink_pair_list"] = links["pair_list"]
-            topology["nvlink_max_links"] = links["max_links"]
-            topology["nvlink_all_to_all"] = links["all_to_all"]
-            topology["shape"] = shape(len(parsed["gpus"]), links, topology["nvswitch"])
-            if "inventory" not in parts:
-                facts["count"] = len(parsed["gpus"])
+    parsed = parse_part("topology", results["topology"], parse_topology, problems) if "topology" in parts else None
+    if parsed is not None:
+        for key in ("gpus", "matrix", "cpu_affinity", "numa_affinity", "gpu_numa_id", "nics", "gpu_nic"):
+            topology[key] = parsed[key]
+        links = nvlink_summary(parsed["matrix"])
+        topology["nvlink_pairs"] = links["pairs"]
+        topology["nvlink_pair_list"] = links["pair_list"]
+        topology["nvlink_max_links"] = links["max_links"]
+        topology["nvlink_all_to_all"] = links["all_to_all"]
+        topology["shape"] = shape(len(parsed["gpus"]), links, topology["nvswitch"])
+        if "inventory" not in parts:
+            facts["count"] = len(parsed["gpus"])
 
-    if "nvlink" in parts:
-        try:
-            if results["nvlink"][0] not in (0, None) or results["nvlink"][3]:
-                raise NvidiaSmiParseError("failed")
-            status = parse_nvlink_status(results["nvlink"][1])
-        except NvidiaSmiParseError:
-            problems.append(("nvlink",) + failure("nvlink", results["nvlink"]))
-        else:
-            topology["nvlink"] = dict(("GPU%d" % index, gpu["links"]) for index, gpu in sorted(status.items()))
-            all_links = [link for gpu in status.values() for link in gpu["links"]]
-            topology["nvlink_links_active"] = sum(1 for link in all_links if link["active"])
-            topology["nvlink_links_inactive"] = sum(1 for link in all_links if link["active"] is False)
+    status = parse_part("nvlink", results["nvlink"], parse_nvlink_status, problems) if "nvlink" in parts else None
+    if status is not None:
+        topology["nvlink"] = dict(("GPU%d" % index, gpu["links"]) for index, gpu in sorted(status.items()))
+        all_links = [link for gpu in status.values() for link in gpu["links"]]
+        topology["nvlink_links_active"] = sum(1 for link in all_links if link["active"])
+        topology["nvlink_links_inactive"] = sum(1 for link in all_links if link["active"] is False)
 
     models = {}
     for device in facts["devices"]:
