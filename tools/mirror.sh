@@ -3,7 +3,8 @@
 # change of its inputs. Scenarios bind it read-only at /srv/gpufleet-mirror and serve it on 127.0.0.1.
 source "$(dirname "$0")/lib.sh"
 
-key=$(hash_files "$ROOT/tests/mirror/build_mirror.py" "$ROOT/tests/mirror/packages.json")
+key=$(hash_files "$ROOT/tests/mirror/build_mirror.py" "$ROOT/tests/mirror/packages.json" \
+  "$ROOT"/tests/mirror/nccl-tests-standin/Makefile "$ROOT"/tests/mirror/nccl-tests-standin/src/*)
 if [[ -f "$GPUFLEET_MIRROR_DIR/.key" && "$(cat "$GPUFLEET_MIRROR_DIR/.key")" == "$key" ]]; then
   info "stand-in apt mirror is current ($GPUFLEET_MIRROR_DIR)"
   exit 0

@@ -7,7 +7,9 @@ prints the real version text, a `nvidia-smi` that fails the way the real one doe
 The repository is laid out like NVIDIA's CUDA repository, a flat one per distribution and architecture
 (`<out>/cuda/debian12/x86_64/` with `Packages`, `Release`, `InRelease`, `Release.gpg`), signed with a
 throwaway ed25519 key made for the build. The public key is `<repo dir>/gpufleet-test.pub` and its
-fingerprint `<out>/fingerprint`.
+fingerprint `<out>/fingerprint`. It also packs the nccl-tests stand-in (tests/mirror/nccl-tests-standin, the real
+build interface and output format) as `<out>/nccl-tests/nccl-tests-standin.tar.gz`, as a mirror would serve
+NVIDIA's nccl-tests release tarball.
 
     python3 tests/mirror/build_mirror.py OUT_DIR
 """
@@ -17,6 +19,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -59,6 +62,23 @@ def sign(repo, gnupg_home, key_id):
     subprocess.run(gpg + ["-abs", "-o", str(repo / "Release.gpg"), str(repo / "Release")], check=True)
 
 
+def pack_nccl_tests(out):
+    """A reproducible tarball of the nccl-tests stand-in, one top-level directory like a release tarball."""
+    source = HERE / "nccl-tests-standin"
+    (out / "nccl-tests").mkdir()
+
+    def normalise(info):
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        info.mtime = 0
+        return info
+
+    with tarfile.open(out / "nccl-tests" / "nccl-tests-standin.tar.gz", "w:gz") as tar:
+        for path in sorted(source.rglob("*")):
+            tar.add(path, arcname="nccl-tests-standin/" + str(path.relative_to(source)), recursive=False,
+                    filter=normalise)
+
+
 def main(out):
     out = pathlib.Path(out).resolve()
     spec = json.loads((HERE / "packages.json").read_text())
@@ -93,6 +113,7 @@ def main(out):
             sign(repo, gnupg_home, fingerprint)
             (repo / "gpufleet-test.pub").write_text(armored)
         (out / "fingerprint").write_text(fingerprint + "\n")
+        pack_nccl_tests(out)
     finally:
         shutil.rmtree(gnupg_home, ignore_errors=True)
     print("mirror built in %s (key %s)" % (out, fingerprint))
