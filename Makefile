@@ -5,7 +5,7 @@ TOOLS := tools
 SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
 .PHONY: help test demo bench bench-env lint yamllint ansible-lint sanity unit molecule build-check clean \
-        host-deps venv collections dockerd image mirror
+        host-deps venv collections dockerd image mirror wheelhouse
 
 help:
 	@echo "make test    every check: yamllint, ansible-lint, ansible-test sanity, unit tests, Molecule ($(SCENARIOS))"
@@ -25,7 +25,9 @@ image: dockerd
 	@$(TOOLS)/node-image.sh
 mirror: host-deps
 	@$(TOOLS)/mirror.sh
-bench-env: venv collections image mirror
+wheelhouse: venv
+	@$(TOOLS)/wheelhouse.sh
+bench-env: venv collections image mirror wheelhouse
 
 test: lint sanity unit build-check molecule
 	@echo; echo "make test: all checks passed"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make demo`: a local fleet of node containers, playbooks/site.yml against it, and a per-node summary.
+# `make demo`: a local fleet of node containers, playbooks/site.yml against it, a per-node summary, then
+# playbooks/validate.yml (with the DDP smoke test across the nodes) and the fleet report (playbooks/report.yml).
 #   tools/demo.sh          bring the fleet up (reusing running nodes), converge it, print the summary
 #   tools/demo.sh down     remove the fleet's containers
 source "$(dirname "$0")/lib.sh"
@@ -62,10 +63,24 @@ summary() {
     playbooks/gpu_facts.yml | sed -n 's/^        "\(.*\)",\{0,1\}$/\1/p'
 }
 
+validate() {
+  stage "Validating the fleet (playbooks/validate.yml: versions, NVLink, persistence, fabric manager, DDP)"
+  ANSIBLE_INJECT_FACT_VARS=false ANSIBLE_CALLBACK_RESULT_FORMAT=json ansible-playbook -i "$INVENTORY" \
+    playbooks/validate.yml -e gpufleet_ddp_rdzv_host=127.0.0.1 -e gpufleet_ddp_port=29481 >"$DEMO/validate.log" \
+    || { tail -40 "$DEMO/validate.log"; die "validation failed; see $DEMO/validate.log"; }
+  sed -n '/Show the failing nodes/,/^$/s/^ *"\(.*\)",\{0,1\}$/\1/p' "$DEMO/validate.log" | grep -v '^msg' | sed 's/^/    /'
+  grep -o '"[^"]*ranks on [0-9]* node(s)[^"]*"' "$DEMO/validate.log" | head -1 | sed 's/^/    DDP smoke test: /'
+  stage "Writing the fleet report (playbooks/report.yml)"
+  ANSIBLE_INJECT_FACT_VARS=false ansible-playbook -i "$INVENTORY" playbooks/report.yml \
+    -e gpufleet_report_dir="$ROOT/gpufleet-report" >"$DEMO/report.log" \
+    || { tail -20 "$DEMO/report.log"; die "report failed; see $DEMO/report.log"; }
+  info "Open $ROOT/gpufleet-report/fleet-report.html in a browser (data: fleet-report.json)"
+}
+
 case "${1:-all}" in
   down) down ;;
   up) up ;;
-  all) up; converge; summary
+  all) up; converge; summary; validate
        info "the fleet keeps running; 'tools/demo.sh down' (or make clean) removes it" ;;
   *) die "usage: tools/demo.sh [all|up|down]" ;;
 esac

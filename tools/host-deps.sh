@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the bench uses on this machine, in one apt run, when any is missing:
 # the Docker engine, debootstrap (node image), shellcheck (ansible-test sanity), and the tools that build
-# and sign the local apt mirrors of stand-in packages.
+# and sign the local apt mirrors of stand-in packages, and chromium (the fleet report is checked in it).
 source "$(dirname "$0")/lib.sh"
 
 declare -A wanted=(
@@ -11,6 +11,7 @@ declare -A wanted=(
   [gpg]=gnupg
   [dpkg-scanpackages]=dpkg-dev
   [apt-ftparchive]=apt-utils
+  [chromium]=chromium
 )
 missing=()
 for cmd in "${!wanted[@]}"; do

@@ -23,6 +23,7 @@ export MOLECULE_NO_LOG="${MOLECULE_NO_LOG:-false}"
 export PATH="$VENV/bin:$PATH"
 # The stand-in apt mirror (tools/mirror.sh), bound into the Molecule nodes.
 export GPUFLEET_MIRROR_DIR="$CACHE/mirror"
+export GPUFLEET_WHEELHOUSE="$CACHE/wheelhouse"
 
 # pip without the machine's noise about index locations that are absent.
 pip_quiet() { "$VENV/bin/pip" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
@@ -33,13 +34,13 @@ pip_quiet() { "$VENV/bin/pip" "$@" 2> >(grep -v "is ignored: it is neither a fil
 run_node() {
   local name=$1; shift
   docker run -d --name "$name" --network host --cgroupns host -v /sys/fs/cgroup:/sys/fs/cgroup:ro \
-    --tmpfs /run --tmpfs /run/lock --tmpfs /tmp -v "$GPUFLEET_MIRROR_DIR:/srv/gpufleet-mirror:ro" \
+    --tmpfs /run --tmpfs /run/lock --tmpfs /tmp -v "$GPUFLEET_MIRROR_DIR:/srv/gpufleet-mirror:ro" -v "$GPUFLEET_WHEELHOUSE:/srv/gpufleet-wheels:ro" \
     "$@" "$IMAGE_TAG_STABLE" >/dev/null
 }
 
-# Writes an inventory of emulated node containers: emulated_inventory FILE NODE=PROFILE... . The driver
-# comes from NVIDIA's repository as an air-gapped fleet gets it, from a mirror: here the stand-in mirror of
-# tests/mirror, served on 127.0.0.1 by tools/demo-emulate.yml.
+# Writes an inventory of emulated node containers: emulated_inventory FILE NODE=PROFILE... . The driver, CUDA
+# and NCCL come from NVIDIA's repository as an air-gapped fleet gets them, from a mirror: here the stand-in
+# mirror of tests/mirror, served on 127.0.0.1 by tools/demo-emulate.yml; torch from the offline wheelhouse.
 emulated_inventory() {
   local file=$1 pair; shift
   {
@@ -53,6 +54,18 @@ emulated_inventory() {
     echo "    nvidia_driver_cuda_repo_key_url: http://127.0.0.1:18535/cuda/debian12/x86_64/gpufleet-test.pub"
     echo "    nvidia_driver_cuda_repo_key_fingerprint: $(cat "$GPUFLEET_MIRROR_DIR/fingerprint")"
     echo "    nvidia_driver_pci_devices_path: /var/lib/gpufleet-emulator/pci/devices"
+    echo "    cuda_repo_url: http://127.0.0.1:18535/cuda"
+    echo "    cuda_repo_key_url: http://127.0.0.1:18535/cuda/debian12/x86_64/gpufleet-test.pub"
+    echo "    cuda_repo_key_fingerprint: $(cat "$GPUFLEET_MIRROR_DIR/fingerprint")"
+    echo "    nccl_repo_url: http://127.0.0.1:18535/cuda"
+    echo "    nccl_repo_key_url: http://127.0.0.1:18535/cuda/debian12/x86_64/gpufleet-test.pub"
+    echo "    nccl_repo_key_fingerprint: $(cat "$GPUFLEET_MIRROR_DIR/fingerprint")"
+    echo "    pytorch_version: '2.13.0'        # the CPU build in the wheelhouse (tools/wheelhouse.sh)"
+    echo "    pytorch_cuda_version: ''"
+    echo "    pytorch_torchvision_version: ''"
+    echo "    pytorch_no_index: true"
+    echo "    pytorch_find_links: [/srv/gpufleet-wheels]"
+    echo "    pytorch_check_socket_ifname: lo"
     echo "  hosts:"
     for pair in "$@"; do echo "    ${pair%%=*}: {emulator_profile: ${pair#*=}}"; done
   } >"$file"
