@@ -20,7 +20,8 @@ testinfra_hosts = ["gpufleet-fleet-hgx"]      # controller-side tests: run them 
 def playbook(name, *extra):
     return subprocess.run(
         ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], str(ROOT / "playbooks" / name),
-         "-e", "gpufleet_ddp_rdzv_host=127.0.0.1", "-e", "gpufleet_ddp_port=29491"] + list(extra),
+         "-e", "gpufleet_ddp_rdzv_host=127.0.0.1", "-e", "gpufleet_ddp_port=29491",
+         "-e", "gpufleet_ddp_local_addr=127.0.0.1"] + list(extra),
         capture_output=True, text=True, check=False)
 
 

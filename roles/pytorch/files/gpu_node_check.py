@@ -111,6 +111,11 @@ def ddp_check(args, gpus):
         result_path = os.path.join(scratch, "result.json")
         command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(args.nnodes),
                    "--nproc-per-node", str(nproc), "--node-rank", str(args.node_rank)]
+        # The address the workers reach this node's agent at; without it torchrun resolves the hostname,
+        # and waits forever where that name does not resolve. One node: loopback.
+        local_addr = args.local_addr or ("127.0.0.1" if args.nnodes == 1 else "")
+        if local_addr:
+            command += ["--local-addr", local_addr]
         if args.nnodes > 1:
             command += ["--rdzv-backend", "c10d", "--rdzv-endpoint", args.rdzv_endpoint, "--rdzv-id", args.rdzv_id]
         else:
@@ -158,6 +163,8 @@ def parse_args(argv):
     parser.add_argument("--size-mb", type=int, default=64)
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--socket-ifname", default="", help="network interface for gloo and NCCL's sockets")
+    parser.add_argument("--local-addr", default="",
+                        help="this node's address for the other nodes (default: 127.0.0.1 alone, else the hostname)")
     parser.add_argument("--timeout", type=int, default=300)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
