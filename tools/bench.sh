@@ -12,6 +12,9 @@ PYTHONPATH="$GPUFLEET_SELF_PATH" python3 tools/bench/gpu_facts_bench.py --delay-
 stage "Benchmark: site.yml on one node, first converge and the no-op second run"
 echo >>"$body"
 tools/bench/site_bench.sh >>"$body" || status=$?
+stage "Benchmark: fact gathering and the fleet report across 10, 100 and 500 simulated hosts"
+echo >>"$body"
+python3 tools/bench/fleet_bench.py --sizes 10 100 500 --forks 25 --runs 3 >>"$body" || status=$?
 {
   echo "# Benchmarks"
   echo

@@ -148,7 +148,7 @@ def gpufleet_topology_svg(gpu, title=""):
                         ' stroke-dasharray="6 4"' if bad else "", round((x1 + x2) / 2, 1), round((y1 + y2) / 2, 1),
                         links))
     if topology.get("nvswitch"):
-        parts.append('<text x="%d" y="%d" text-anchor="middle" class="switch">NVSwitch</text>' % (centre, centre + 4))
+        parts.append('<text x="%d" y="%d" text-anchor="middle" class="switch">through NVSwitch</text>' % (centre, size - 4))
     for name in gpus:
         x, y = points[name]
         parts.append('<g class="gpu%s" data-gpu="%s"><circle cx="%s" cy="%s" r="20"/><text x="%s" y="%s" '
@@ -158,10 +158,28 @@ def gpufleet_topology_svg(gpu, title=""):
     return "".join(parts)
 
 
+def gpufleet_report_node(host_vars):
+    """One node's entry of the fleet report, from its hostvars (after playbooks/fleet_facts.yml)."""
+    try:
+        gpu = host_vars["ansible_facts"]["gpu"]
+        topology = gpu["topology"]
+        return {
+            "host": host_vars["inventory_hostname"],
+            "node": host_vars["gpufleet_node"],
+            "models": gpu["summary"]["models"],
+            "state": gpu["state"],
+            "topology": {key: topology[key] for key in (
+                "gpus", "nvlink_pair_list", "nvswitch", "nvlink_links_active", "nvlink_links_inactive")},
+        }
+    except (KeyError, TypeError) as exc:
+        raise AnsibleFilterError("gpufleet_report_node needs a host's vars after fleet_facts.yml (missing %s)" % exc)
+
+
 class FilterModule(object):
     def filters(self):
         return {
             "gpufleet_node_health": gpufleet_node_health,
             "gpufleet_version_drift": gpufleet_version_drift,
             "gpufleet_topology_svg": gpufleet_topology_svg,
+            "gpufleet_report_node": gpufleet_report_node,
         }

@@ -76,3 +76,16 @@ def test_svg_edges_match_the_pairs():
 def test_svg_of_a_node_without_gpus():
     svg = gpufleet_topology_svg({"state": "not_installed", "topology": {}})
     assert 'data-gpus="0"' in svg and "not_installed" in svg
+
+
+def test_report_node_from_host_vars():
+    from ansible_collections.gpufleet.node.plugins.filter.fleet import gpufleet_report_node
+    gpu = healthy()
+    gpu["summary"] = {"models": {"NVIDIA A100-SXM4-80GB": 2}}
+    gpu["topology"].update(nvlink_links_active=2, nvlink_links_inactive=0)
+    node = {"group": "hgx", "versions": {}, "health": {"failures": [], "warnings": []}, "drift": []}
+    entry = gpufleet_report_node({"inventory_hostname": "n1", "ansible_facts": {"gpu": gpu}, "gpufleet_node": node})
+    assert entry["host"] == "n1" and entry["node"] is node and entry["state"] == "ok"
+    assert entry["topology"]["nvlink_pair_list"] == [["GPU0", "GPU1", 4]] and "nvlink" not in entry["topology"]
+    with pytest.raises(AnsibleFilterError):
+        gpufleet_report_node({"inventory_hostname": "n1"})
