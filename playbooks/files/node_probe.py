@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """Reads what a node runs, for playbooks/fleet_facts.yml: CUDA (/usr/local/cuda), NCCL (dpkg), torch (the
 gpufleet.node.pytorch virtualenv, argv[1]) and whether fabric manager is active. Prints JSON; never fails."""
 import glob

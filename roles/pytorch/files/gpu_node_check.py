@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: gpufleet.node contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """gpu-node-check: can this node train with PyTorch DDP? Installed by gpufleet.node.pytorch.

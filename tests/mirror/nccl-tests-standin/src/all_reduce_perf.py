@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """Stand-in all_reduce_perf (gpufleet.node tests): the real output format, with a bus bandwidth that saturates
 at the figure in /etc/gpufleet-emulator/nccl_busbw (default 231.0 GB/s, an 8x A100 NVSwitch node)."""
 import argparse
