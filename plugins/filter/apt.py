@@ -17,7 +17,7 @@ description:
     C(dpkg-query --show --showformat '${Package} ${db:Status-Abbrev} ${Version}\n' NAME...) and decides, for each
     wanted package, the version it must have (the one asked for, or apt's candidate) and whether apt has to run.
   - Used by the gpufleet.node.apt_source helper so that a run with nothing to change never opens apt's cache.
-positional: _input, dpkg, packages
+positional: _input, dpkg, packages, hold
 options:
   _input:
     description: The output of C(apt-cache policy) for the packages.
@@ -33,6 +33,9 @@ options:
     type: list
     elements: str
     required: true
+  hold:
+    description: Whether the packages should end up held (true) or not (false); None leaves holds out of the plan.
+    type: bool
 """
 
 EXAMPLES = r"""
@@ -44,6 +47,8 @@ EXAMPLES = r"""
 RETURN = r"""
 _value:
   description: C(wanted) (name to version), C(installed) (name to the installed version, None when not installed),
+    C(held) (name to whether dpkg holds it), C(reselect) (with I(hold), the names whose hold must be set again:
+    those apt installs and those whose hold differs),
     C(install) (C(name=version) items apt must install), C(unresolved) (names apt has no candidate for) and
     C(unavailable) (names whose asked version apt does not offer).
   type: dict
@@ -79,21 +84,24 @@ def parse_policy(text):
 
 
 def parse_dpkg(text):
-    """``{name: version}`` of the packages dpkg has fully installed (status ``ii``, ``hi`` when held)."""
-    installed = {}
+    """``({name: version}, {name: held})``: the packages dpkg has fully installed (status ``ii``, or ``hi``
+    when held), and whether each package dpkg knows is held."""
+    installed, held = {}, {}
     for line in text.splitlines():
         fields = line.split()
+        if len(fields) >= 2:
+            held[fields[0].split(":")[0]] = fields[1].startswith("h")
         if len(fields) == 3 and fields[1][1:2] == "i":
             installed[fields[0].split(":")[0]] = fields[2]
-    return installed
+    return installed, held
 
 
-def apt_plan(policy, dpkg, packages):
+def apt_plan(policy, dpkg, packages, hold=None):
     if not isinstance(policy, str) or not isinstance(dpkg, str) or not isinstance(packages, list):
         raise AnsibleFilterError("apt_plan expects apt-cache policy text, dpkg-query text and a list of packages")
     known = parse_policy(policy)
-    installed = parse_dpkg(dpkg)
-    plan = {"wanted": {}, "installed": {}, "install": [], "unresolved": [], "unavailable": []}
+    installed, held = parse_dpkg(dpkg)
+    plan = {"wanted": {}, "installed": {}, "held": {}, "install": [], "unresolved": [], "unavailable": []}
     for package in packages:
         if not isinstance(package, str) or not package.split("=")[0]:
             raise AnsibleFilterError("apt_plan: packages are NAME, NAME=VERSION or NAME=*, got %r" % (package,))
@@ -101,6 +109,7 @@ def apt_plan(policy, dpkg, packages):
         entry = known.get(name, {"installed": None, "candidate": None, "versions": []})
         have = installed.get(name)
         plan["installed"][name] = have
+        plan["held"][name] = held.get(name, False)
         if asked == "*":
             wanted = have or entry["candidate"]
             if wanted is None:
@@ -116,6 +125,9 @@ def apt_plan(policy, dpkg, packages):
         plan["wanted"][name] = wanted
         if wanted and wanted != have:
             plan["install"].append("%s=%s" % (name, wanted))
+    if hold is not None:
+        installing = set(item.split("=")[0] for item in plan["install"])
+        plan["reselect"] = [name for name in plan["held"] if name in installing or plan["held"][name] != bool(hold)]
     return plan
 
 

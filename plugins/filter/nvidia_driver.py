@@ -53,7 +53,8 @@ EXAMPLES = r"""
 RETURN = r"""
 _value:
   description: C(packages) (the driver), C(fabricmanager) (fabric manager and NSCQ, for NVSwitch systems),
-    C(main) (the package whose version is the driver's) and C(pin) (the package name pattern for apt).
+    C(main) (the package whose version is the driver's), C(pin) (the names pinned to the branch) and C(forbid)
+    (the names of other branches' packages, and the unversioned metapackage, that apt must never install).
   type: dict
 """
 
@@ -87,7 +88,18 @@ FABRICMANAGER = {
     "cuda_repo": ["nvidia-fabricmanager-{b}", "libnvidia-nscq-{b}"],
 }
 SUPPORTED = {("Debian", "12"), ("Ubuntu", "20"), ("Ubuntu", "22")}
-PIN = "/^(cuda-drivers|nvidia-|libnvidia-|libcuda|firmware-nvidia-|xserver-xorg-video-nvidia)/"
+# Debian names its driver packages without the branch; these come with the driver at the same version.
+DEBIAN_SUPPORT = ["nvidia-kernel-support", "nvidia-alternative", "libnvidia-ptxjitcompiler1", "libnvidia-cfg1",
+                  "firmware-nvidia-gsp"]
+# Branches whose branch-named packages are pinned away (apt preferences list names: exact names cost apt a
+# hash lookup, while a regex or glob pattern is matched against every package on every apt call, seconds each).
+# NVIDIA's (and Ubuntu's) branch-named packages besides the ones a source installs, also kept to the branch.
+BRANCH_NAMED = ["nvidia-driver-{b}", "nvidia-utils-{b}", "nvidia-headless-{b}", "nvidia-dkms-{b}",
+                "nvidia-kernel-common-{b}", "nvidia-kernel-source-{b}", "nvidia-compute-utils-{b}",
+                "nvidia-persistenced-{b}", "libnvidia-compute-{b}", "libnvidia-gl-{b}", "libnvidia-decode-{b}",
+                "libnvidia-encode-{b}", "libnvidia-extra-{b}", "libnvidia-cfg1-{b}"]
+KNOWN_BRANCHES = ["470", "510", "515", "520", "525", "530", "535", "545", "550", "555", "560", "565", "570",
+                  "575", "580", "590"]
 
 
 def nvidia_driver_packages(source, flavour, branch, distribution, major_version, kernel_flavour="generic"):
@@ -112,11 +124,19 @@ def nvidia_driver_packages(source, flavour, branch, distribution, major_version,
         raise AnsibleFilterError("flavour %r is not available from source %s on %s (choose from %s)"
                                  % (flavour, source, distribution, ", ".join(sorted(table))))
     packages = [name.format(b=branch, k=kernel_flavour) for name in table[flavour]]
+    fabricmanager = [name.format(b=branch) for name in fabric]
+    support = [] if ubuntu or source != "distro" else DEBIAN_SUPPORT
+    branch_named = set(name for names in table.values() for name in names + fabric if "{b}" in name)
+    if ubuntu or source != "distro":
+        branch_named.update(BRANCH_NAMED)
+    forbid = sorted(set(name.format(b=other, k=kernel_flavour) for other in KNOWN_BRANCHES if other != str(branch)
+                        for name in branch_named))
     return {
         "packages": packages,
         "main": packages[-1] if source != "distro" or ubuntu else "nvidia-smi",
-        "fabricmanager": [name.format(b=branch) for name in fabric],
-        "pin": PIN,
+        "fabricmanager": fabricmanager,
+        "pin": packages + fabricmanager + support,
+        "forbid": (["cuda-drivers"] if source == "cuda_repo" else []) + forbid,
     }
 
 

@@ -74,3 +74,13 @@ def test_exact_versions_and_what_apt_cannot_give():
 def test_bad_package_items(packages):
     with pytest.raises(AnsibleFilterError):
         apt_plan(POLICY, DPKG, packages)
+
+
+def test_holds_are_set_only_where_they_differ():
+    dpkg = "libnccl2 hi  2.18.3-1+cuda12.1\ngnupg ii  2.2.40-1.1\n"
+    policy = POLICY.replace("Installed: 2.17.1-1+cuda12.1", "Installed: 2.18.3-1+cuda12.1")
+    plan = apt_plan(policy, dpkg, ["libnccl2", "cuda-toolkit-12-1", "gnupg=*"], True)
+    assert plan["held"] == {"libnccl2": True, "cuda-toolkit-12-1": False, "gnupg": False}
+    assert plan["reselect"] == ["cuda-toolkit-12-1", "gnupg"]          # libnccl2 is held already
+    assert apt_plan(policy, dpkg, ["libnccl2"], False)["reselect"] == ["libnccl2"]
+    assert "reselect" not in apt_plan(policy, dpkg, ["libnccl2"])

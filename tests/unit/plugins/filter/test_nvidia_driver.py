@@ -108,3 +108,16 @@ def test_reboot_when_no_module_is_loaded(emulated):
 
 def test_never_in_a_container(emulated):
     assert reboot_reason(emulated("mismatch", "535.161.08"), "535.183.01-1", True) == ""
+
+
+def test_pins_are_names_never_patterns():
+    """apt matches a regex or glob pin against every package on every call (seconds each with Debian's full
+    lists); exact names cost a lookup. The branch is pinned by name, other branches are forbidden by name."""
+    chosen = select("cuda_repo", "server", "535", "Debian", "12")
+    assert chosen["pin"] == ["cuda-drivers-535", "nvidia-fabricmanager-535", "libnvidia-nscq-535"]
+    assert {"cuda-drivers", "cuda-drivers-550", "nvidia-utils-550", "nvidia-fabricmanager-570"} <= set(chosen["forbid"])
+    assert not any(name.endswith("-535") for name in chosen["forbid"])
+    for name in chosen["pin"] + chosen["forbid"]:
+        assert not set(name) & set("/*?[]^$"), name
+    debian = select("distro", "server", "535", "Debian", "12")
+    assert debian["forbid"] == [] and "nvidia-kernel-support" in debian["pin"]
