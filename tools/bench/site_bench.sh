@@ -38,7 +38,8 @@ pipelining on.
 | first converge | $((first / 1000)).$(( first % 1000 / 100 )) | $(tasks first) | $(recap first) |
 | second run (no-op) | $((second / 1000)).$(( second % 1000 / 100 )) | $(tasks second) | $(recap second) |
 
-First converge by role (ansible.posix.profile_roles):
+First converge by role (ansible.posix.profile_roles; every role installs its packages through the apt_source
+helper, so apt's downloads and installs are counted there):
 
 | role | time |
 |---|---:|
