@@ -9,7 +9,7 @@ import sys
 
 def run(argv):
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=20)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
 

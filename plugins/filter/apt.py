@@ -47,7 +47,7 @@ EXAMPLES = r"""
 RETURN = r"""
 _value:
   description: C(wanted) (name to version), C(installed) (name to the installed version, None when not installed),
-    C(held) (name to whether dpkg holds it), C(reselect) (with I(hold), the names whose hold must be set again:
+    C(held) (name to whether dpkg holds it), C(reselect) (with I(hold), the names whose hold must be set again,
     those apt installs and those whose hold differs),
     C(install) (C(name=version) items apt must install), C(unresolved) (names apt has no candidate for) and
     C(unavailable) (names whose asked version apt does not offer).

@@ -57,7 +57,7 @@ def test_report_renders_in_a_headless_browser(report):
     assert "Uncaught" not in dom.stderr and "CONSOLE" not in dom.stderr.upper().replace("CONSOLE(", "")
     assert 'data-ready="true"' in dom.stdout                     # the page's script ran without an error
     sections = re.findall(r'<section class="node[^"]*" data-host="([^"]+)">(.*?)</section>', dom.stdout, re.S)
-    assert [host for host, _ in sections] == [node["host"] for node in data["nodes"]]
+    assert [host for host, _html in sections] == [node["host"] for node in data["nodes"]]
     for (host, html), node in zip(sections, data["nodes"]):
         assert html.count('<svg') == 1, host
         drawn = sorted((a, b, int(n)) for a, b, n in

@@ -82,7 +82,7 @@ def worker(size_mb, iterations, result_path):
     if backend == "nccl":
         torch.cuda.synchronize()
     start = time.perf_counter()
-    for _ in range(iterations):
+    for _iteration in range(iterations):
         dist.all_reduce(tensor)
     if backend == "nccl":
         torch.cuda.synchronize()
@@ -122,7 +122,7 @@ def ddp_check(args, gpus):
         command += [os.path.abspath(__file__), "--worker", "--size-mb", str(args.size_mb),
                     "--iterations", str(args.iterations), "--result", result_path]
         try:
-            run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
+            run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout, check=False)
         except subprocess.TimeoutExpired:
             return check("DDP all-reduce (%s)" % backend, False, "torchrun did not finish in %d s" % args.timeout), None
         if run.returncode != 0:
@@ -149,7 +149,7 @@ def summary(report):
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="gpu-node-check", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="gpu-node-check", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--config", default=DEFAULT_CONFIG, help="expected CUDA release and GPU count (JSON)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the summary")
     parser.add_argument("--ddp-only", action="store_true", help="only the DDP all-reduce (multi-node smoke test)")

@@ -37,10 +37,9 @@ gnupg:
         500 http://deb.debian.org/debian bookworm/main amd64 Packages
         100 /var/lib/dpkg/status
 """
-DPKG = """libnccl2 hi  2.17.1-1+cuda12.1
-gnupg ii  2.2.40-1.1
-cuda-toolkit-12-1 un  
-"""
+DPKG = ("libnccl2 hi  2.17.1-1+cuda12.1\n"
+        "gnupg ii  2.2.40-1.1\n"
+        "cuda-toolkit-12-1 un  \n")        # dpkg knows it, not installed: no version
 
 
 def test_parse_policy():
