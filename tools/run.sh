@@ -48,8 +48,8 @@ run_build_check() {
   local tarball
   tarball=$(ls "$out"/gpufleet-node-*.tar.gz)
   info "built $(basename "$tarball") ($(du -k "$tarball" | cut -f1) KiB, $(tar -tzf "$tarball" | wc -l) entries)"
-  if tar -tzf "$tarball" | grep -qE '^(tests|molecule|tools|\.ci|\.github)/'; then
-    die "the tarball contains test or CI files"
+  if tar -tzf "$tarball" | grep -qE '^(tests|molecule|tools|\.ci|\.github|\.hypothesis|\.pytest_cache|\.cache)/'; then
+    die "the tarball contains test, CI or cache files"
   fi
   ANSIBLE_COLLECTIONS_PATH="$out/installed" \
     ansible-galaxy collection install --offline --no-deps -p "$out/installed" "$tarball" >/dev/null
@@ -70,8 +70,9 @@ YAML
   (cd "$out/play" && ANSIBLE_COLLECTIONS_PATH="$out/installed:$GPUFLEET_DEPS_PATH" ANSIBLE_INJECT_FACT_VARS=false \
      ansible-playbook -i "$node," -c community.docker.docker --check use-installed.yml >"$out/play.log" 2>&1) \
      || { tail -30 "$out/play.log"; die "the installed collection did not run"; }
-  grep -q "gpufleet.node.baseline : Install build tools" "$out/play.log" \
-    || die "the play did not run gpufleet.node.baseline from the installed collection"
+  grep -q "gpufleet.node.baseline : Persist vm.swappiness" "$out/play.log" \
+    && grep -q "included: gpufleet.node.apt_source" "$out/play.log" \
+    || die "the play did not run gpufleet.node.baseline (and its helper apt_source) from the installed collection"
   info "gpufleet.node.baseline ran from $out/installed (check mode): $(grep -E '^\S+ +: ok=' "$out/play.log" | tr -s ' ')"
 }
 
