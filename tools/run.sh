@@ -70,9 +70,10 @@ YAML
   (cd "$out/play" && ANSIBLE_COLLECTIONS_PATH="$out/installed:$GPUFLEET_DEPS_PATH" ANSIBLE_INJECT_FACT_VARS=false \
      ansible-playbook -i "$node," -c community.docker.docker --check use-installed.yml >"$out/play.log" 2>&1) \
      || { tail -30 "$out/play.log"; die "the installed collection did not run"; }
-  grep -q "gpufleet.node.baseline : Persist vm.swappiness" "$out/play.log" \
-    && grep -q "included: gpufleet.node.apt_source" "$out/play.log" \
-    || die "the play did not run gpufleet.node.baseline (and its helper apt_source) from the installed collection"
+  if ! grep -q "gpufleet.node.baseline : Persist vm.swappiness" "$out/play.log" \
+     || ! grep -q "included: gpufleet.node.apt_source" "$out/play.log"; then
+    die "the play did not run gpufleet.node.baseline (and its helper apt_source) from the installed collection"
+  fi
   info "gpufleet.node.baseline ran from $out/installed (check mode): $(grep -E '^\S+ +: ok=' "$out/play.log" | tr -s ' ')"
 }
 
