@@ -131,11 +131,17 @@ def nvidia_driver_packages(source, flavour, branch, distribution, major_version,
         branch_named.update(BRANCH_NAMED)
     forbid = sorted(set(name.format(b=other, k=kernel_flavour) for other in KNOWN_BRANCHES if other != str(branch)
                         for name in branch_named))
+    # The branch's other packages are pinned too: an exact version of the main package depends on exactly the same
+    # version of them, which apt only picks when it is their candidate.
+    pin = packages + fabricmanager + support
+    if ubuntu or source != "distro":
+        branch_packages = [name.format(b=branch) for name in BRANCH_NAMED]
+        pin += [name for name in branch_packages + [n + "-server" for n in branch_packages] if name not in pin]
     return {
         "packages": packages,
         "main": packages[-1] if source != "distro" or ubuntu else "nvidia-smi",
         "fabricmanager": fabricmanager,
-        "pin": packages + fabricmanager + support,
+        "pin": pin,
         "forbid": (["cuda-drivers"] if source == "cuda_repo" else []) + forbid,
     }
 

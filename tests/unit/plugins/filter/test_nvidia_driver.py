@@ -114,7 +114,9 @@ def test_pins_are_names_never_patterns():
     """apt matches a regex or glob pin against every package on every call (seconds each with Debian's full
     lists); exact names cost a lookup. The branch is pinned by name, other branches are forbidden by name."""
     chosen = select("cuda_repo", "server", "535", "Debian", "12")
-    assert chosen["pin"] == ["cuda-drivers-535", "nvidia-fabricmanager-535", "libnvidia-nscq-535"]
+    assert chosen["pin"][:3] == ["cuda-drivers-535", "nvidia-fabricmanager-535", "libnvidia-nscq-535"]
+    # the packages an exact cuda-drivers-535 version depends on at that exact version are pinned as well
+    assert {"nvidia-utils-535", "nvidia-persistenced-535", "libnvidia-compute-535-server"} <= set(chosen["pin"])
     assert {"cuda-drivers", "cuda-drivers-550", "nvidia-utils-550", "nvidia-fabricmanager-570"} <= set(chosen["forbid"])
     assert not any(name.endswith("-535") for name in chosen["forbid"])
     for name in chosen["pin"] + chosen["forbid"]:
