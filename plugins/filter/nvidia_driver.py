@@ -146,6 +146,21 @@ def nvidia_driver_packages(source, flavour, branch, distribution, major_version,
     }
 
 
+def nvidia_cuda_repo_path(facts):
+    """NVIDIA's CUDA repository path for a host, ``<distro>/<arch>`` (``ubuntu2204/x86_64``, ``debian12/sbsa``),
+    from its ansible_facts: one place for nvidia_driver, cuda and nccl, which share the repository."""
+    try:
+        if facts["distribution"] == "Ubuntu":
+            distro = "ubuntu" + str(facts["distribution_version"]).replace(".", "")
+        else:
+            distro = str(facts["distribution"]).lower() + str(facts["distribution_major_version"])
+        arch = "sbsa" if facts["architecture"] == "aarch64" else facts["architecture"]
+    except (KeyError, TypeError) as exc:
+        raise AnsibleFilterError("nvidia_cuda_repo_path needs ansible_facts with distribution and architecture "
+                                 "(missing %s)" % exc)
+    return "%s/%s" % (distro, arch)
+
+
 def nvidia_driver_reboot_reason(gpu, installed_version, in_container=False):
     """Why the node must reboot to run the installed driver, or '' when it need not.
 
@@ -173,4 +188,5 @@ class FilterModule(object):
         return {
             "nvidia_driver_packages": nvidia_driver_packages,
             "nvidia_driver_reboot_reason": nvidia_driver_reboot_reason,
+            "nvidia_cuda_repo_path": nvidia_cuda_repo_path,
         }

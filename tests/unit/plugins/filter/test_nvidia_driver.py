@@ -123,3 +123,16 @@ def test_pins_are_names_never_patterns():
         assert not set(name) & set("/*?[]^$"), name
     debian = select("distro", "server", "535", "Debian", "12")
     assert debian["forbid"] == [] and "nvidia-kernel-support" in debian["pin"]
+
+
+@pytest.mark.parametrize("facts, path", [
+    ({"distribution": "Ubuntu", "distribution_version": "22.04", "distribution_major_version": "22",
+      "architecture": "x86_64"}, "ubuntu2204/x86_64"),
+    ({"distribution": "Debian", "distribution_version": "12.15", "distribution_major_version": "12",
+      "architecture": "aarch64"}, "debian12/sbsa"),
+])
+def test_cuda_repository_path(facts, path):
+    from ansible_collections.gpufleet.node.plugins.filter.nvidia_driver import nvidia_cuda_repo_path
+    assert nvidia_cuda_repo_path(facts) == path
+    with pytest.raises(AnsibleFilterError):
+        nvidia_cuda_repo_path({"distribution": "Debian"})
