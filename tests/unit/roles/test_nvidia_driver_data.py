@@ -1,0 +1,100 @@
+"""What gpufleet.node.nvidia_driver installs for each source, flavour and platform: its platform data rendered as
+the role renders it (Ubuntu's archives cannot be installed from here, so this is where Ubuntu's names are checked).
+Package names from Canonical's and NVIDIA's archives as listed in the project's reference notes."""
+import pytest
+
+from .platform import facts_for, render
+
+UBUNTU_22 = facts_for("Ubuntu", "22.04")
+DEBIAN_12 = facts_for("Debian", "12")
+
+
+def driver(facts, expression, **settings):
+    settings.setdefault("nvidia_driver_branch", "535")
+    return render("nvidia_driver", facts, "{{ %s }}" % expression, **settings)
+
+
+@pytest.mark.parametrize("source, flavour, packages, main, fabricmanager", [
+    ("distro", "server", ["nvidia-headless-535-server", "nvidia-utils-535-server"], "nvidia-utils-535-server",
+     ["nvidia-fabricmanager-535", "libnvidia-nscq-535"]),
+    ("distro", "open", ["nvidia-headless-535-server-open", "nvidia-utils-535-server"], "nvidia-utils-535-server",
+     ["nvidia-fabricmanager-535", "libnvidia-nscq-535"]),
+    ("distro", "signed", ["linux-modules-nvidia-535-server-generic", "nvidia-headless-no-dkms-535-server",
+                          "nvidia-utils-535-server"], "nvidia-utils-535-server",
+     ["nvidia-fabricmanager-535", "libnvidia-nscq-535"]),
+    ("ppa", "server", ["nvidia-headless-535", "nvidia-utils-535"], "nvidia-utils-535", []),
+    ("cuda_repo", "server", ["cuda-drivers-535"], "cuda-drivers-535", ["nvidia-fabricmanager-535", "libnvidia-nscq-535"]),
+    ("cuda_repo", "open", ["nvidia-kernel-open-535", "cuda-drivers-535"], "cuda-drivers-535",
+     ["nvidia-fabricmanager-535", "libnvidia-nscq-535"]),
+])
+def test_ubuntu_2204(source, flavour, packages, main, fabricmanager):
+    settings = {"nvidia_driver_source": source, "nvidia_driver_flavour": flavour}
+    assert driver(UBUNTU_22, "__nvidia_driver_packages", **settings) == packages
+    assert driver(UBUNTU_22, "__nvidia_driver_main", **settings) == main
+    assert driver(UBUNTU_22, "__nvidia_driver_fabricmanager_packages", **settings) == fabricmanager
+
+
+def test_signed_modules_follow_the_kernel_flavour():
+    packages = driver(facts_for("Ubuntu", "20.04"), "__nvidia_driver_packages", nvidia_driver_flavour="signed",
+                      nvidia_driver_kernel_flavour="aws")
+    assert packages[0] == "linux-modules-nvidia-535-server-aws"
+
+
+def test_debian_12_headless_compute_set():
+    assert driver(DEBIAN_12, "__nvidia_driver_packages") == [
+        "nvidia-kernel-dkms", "nvidia-smi", "libcuda1", "libnvidia-ml1", "nvidia-persistenced"]
+    assert driver(DEBIAN_12, "__nvidia_driver_main") == "nvidia-smi"
+    assert driver(DEBIAN_12, "__nvidia_driver_fabricmanager_packages") == []  # Debian does not package it
+    assert driver(DEBIAN_12, "__nvidia_driver_source.components") == ["main", "contrib", "non-free", "non-free-firmware"]
+
+
+@pytest.mark.parametrize("facts", [UBUNTU_22, DEBIAN_12], ids=["ubuntu22", "debian12"])
+def test_never_an_unversioned_metapackage(facts):
+    sources = driver(facts, "__nvidia_driver_sources")
+    for source, data in sources.items():
+        if source == "distro" and facts["distribution"] == "Debian":
+            continue  # Debian names its driver packages without the branch (pinned by version instead)
+        for flavour in data["flavours"]:
+            for name in driver(facts, "__nvidia_driver_packages", nvidia_driver_source=source,
+                               nvidia_driver_flavour=flavour):
+                assert "535" in name, (source, flavour, name)
+
+
+def test_pins_are_names_never_patterns():
+    """apt matches a regex or glob pin against every package on every call (seconds each with Debian's full
+    lists); exact names cost a lookup. The branch is pinned by name, other branches are forbidden by name."""
+    settings = {"nvidia_driver_source": "cuda_repo"}
+    pin = driver(DEBIAN_12, "__nvidia_driver_pin", **settings)
+    forbid = driver(DEBIAN_12, "__nvidia_driver_forbid", **settings)
+    assert pin[:3] == ["cuda-drivers-535", "nvidia-fabricmanager-535", "libnvidia-nscq-535"]
+    assert {"nvidia-utils-535", "nvidia-persistenced-535", "libnvidia-compute-535"} <= set(pin)
+    assert {"cuda-drivers", "cuda-drivers-550", "nvidia-utils-550", "nvidia-fabricmanager-570"} <= set(forbid)
+    assert not any(set(name) & set("*?/{}[]^$") for name in pin + forbid)
+    assert not any("535" in name for name in forbid)
+
+
+def test_every_offered_branch_but_the_chosen_one_is_forbidden():
+    """A branch missing from the platform data cannot be chosen (preflight), so no branch goes unpinned."""
+    forbid = driver(UBUNTU_22, "__nvidia_driver_forbid", nvidia_driver_branch="550")
+    offered = driver(UBUNTU_22, "__nvidia_driver_source.branches", nvidia_driver_branch="550")
+    for branch in offered:
+        named = [name for name in forbid if name.endswith("-" + branch) or ("-%s-" % branch) in name]
+        assert bool(named) == (branch != "550"), branch
+
+
+def test_ubuntu_2404_has_no_branch_535():
+    """NVIDIA's support matrix: branch 535 is not supported on Ubuntu 24.04; 550, 570 and 580 are."""
+    noble = facts_for("Ubuntu", "24.04")
+    for source in ("distro", "ppa", "cuda_repo"):
+        branches = driver(noble, "__nvidia_driver_sources[%r].branches" % source)
+        assert branches == ["550", "570", "580"], source
+    assert "535" in driver(UBUNTU_22, "__nvidia_driver_sources['distro'].branches")
+
+
+def test_exact_version_glob_and_branch_glob():
+    assert driver(DEBIAN_12, "__nvidia_driver_version_glob") == "535.*"
+    assert driver(DEBIAN_12, "__nvidia_driver_version_glob", nvidia_driver_version="535.161.08") == "535.161.08-*"
+
+
+def test_an_unknown_platform_offers_no_source():
+    assert driver(facts_for("Rocky", "9.4"), "__nvidia_driver_sources") == {}
