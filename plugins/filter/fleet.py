@@ -1,46 +1,15 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.node contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Fleet validation and the topology picture: pure functions over gpu facts and probes."""
+"""Fleet validation and the topology picture: pure functions over gpu facts and probes.
+
+Each filter is documented in its own file beside this one (``gpufleet_node_health.yml``,
+``gpufleet_version_drift.yml``, ``gpufleet_topology_svg.yml``, ``gpufleet_report_node.yml``).
+"""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
-
-DOCUMENTATION = r"""
-name: gpufleet_node_health
-author: gpufleet.node maintainers (@gpufleet)
-version_added: "0.1.0"
-short_description: What is wrong with one GPU node, from its gpu facts and a few probes
-description:
-  - Returns the failures (reasons a node is not fit to train) and warnings of one node, from the C(gpu) facts of
-    gpufleet.node.gpu_facts and C(probes) (C(fabricmanager_active), a bool or None when unknown).
-  - 'Failures: the driver does not answer; GPUs on the PCI bus missing from nvidia-smi; inactive NVLinks; persistence
-    off; uncorrected ECC errors; pages pending retirement; a PCIe link narrower than its maximum; fabric manager not
-    active where NVSwitches exist. Warning: a PCIe link below its maximum generation (idle GPUs lower it to save power).'
-positional: _input, probes
-options:
-  _input:
-    description: The C(gpu) facts.
-    type: dict
-    required: true
-  probes:
-    description: C(fabricmanager_active) (bool or None).
-    type: dict
-    default: {}
-"""
-
-EXAMPLES = r"""
-- name: Health of this node
-  ansible.builtin.debug:
-    msg: "{{ ansible_facts['gpu'] | gpufleet.node.gpufleet_node_health({'fabricmanager_active': true}) }}"
-"""
-
-RETURN = r"""
-_value:
-  description: C(failures) and C(warnings), lists of sentences.
-  type: dict
-"""
 
 import math
 
@@ -48,6 +17,7 @@ from ansible.errors import AnsibleFilterError
 
 
 def gpufleet_node_health(gpu, probes=None):
+    """``{"failures": [...], "warnings": [...]}`` for one node, from its gpu facts and probes."""
     if not isinstance(gpu, dict) or "state" not in gpu:
         raise AnsibleFilterError("gpufleet_node_health expects the gpu facts of gpufleet.node.gpu_facts")
     probes = probes or {}
@@ -68,7 +38,7 @@ def gpufleet_node_health(gpu, probes=None):
         failures.append("NVLink inactive: %s" % "; ".join(inactive))
     for device in gpu.get("devices") or []:
         label = "GPU%s" % device.get("index")
-        if device.get("persistence_mode") is False:
+        if device.get("persistence_mode") is False and probes.get("persistence_expected", True):
             failures.append("%s: persistence mode off" % label)
         if device.get("ecc_errors_uncorrected_volatile"):
             failures.append("%s: %d uncorrected ECC errors" % (label, device["ecc_errors_uncorrected_volatile"]))
@@ -176,6 +146,8 @@ def gpufleet_report_node(host_vars):
 
 
 class FilterModule(object):
+    """gpufleet.node fleet filters."""
+
     def filters(self):
         return {
             "gpufleet_node_health": gpufleet_node_health,

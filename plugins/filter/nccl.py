@@ -1,56 +1,22 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.node contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""NCCL: what all-reduce bandwidth a node's topology allows, and what nccl-tests measured (pure functions)."""
+"""NCCL: what all-reduce bandwidth a node's topology allows, and what nccl-tests measured.
+
+Each filter is documented in its own file beside this one (``nccl_expected_busbw.yml``,
+``nccl_tests_result.yml``); the parser of nccl-tests' output is ``module_utils.nccl_tests``.
+"""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-DOCUMENTATION = r"""
-name: nccl_expected_busbw
-author: gpufleet.node maintainers (@gpufleet)
-version_added: "0.1.0"
-short_description: The all-reduce bus bandwidth a node's GPU topology allows
-description:
-  - Estimates, from the C(gpu) facts of gpufleet.node.gpu_facts, the bus bandwidth (GB/s) that
-    C(all_reduce_perf) of nccl-tests should reach across all GPUs of the node at large message sizes.
-  - 'The model: a ring all-reduce runs at the bandwidth of its slowest hop. Where every GPU is on one NVLink
-    ring (an NVSwitch, a full mesh, a hybrid cube mesh), that is the NVLink bandwidth of the least connected GPU
-    (its links times the link speed; through an NVSwitch the links of one GPU, not the sum over peers).
-    Otherwise the ring crosses PCIe and the slowest GPU''s PCIe link bounds it. The result is that bandwidth
-    times I(efficiency).'
-  - 'With the default efficiency 0.75: 8x A100 SXM over NVSwitch 225 GB/s (measured about 230), 8x H100 SXM
-    358 GB/s (measured about 370 with rings).'
-positional: _input, efficiency
-options:
-  _input:
-    description: The C(gpu) facts of gpufleet.node.gpu_facts.
-    type: dict
-    required: true
-  efficiency:
-    description: The fraction of the fabric bandwidth NCCL reaches as bus bandwidth.
-    type: float
-    default: 0.75
-"""
-
-EXAMPLES = r"""
-- name: Show what the node's topology allows
-  ansible.builtin.debug:
-    msg: "{{ ansible_facts['gpu'] | gpufleet.node.nccl_expected_busbw }}"
-"""
-
-RETURN = r"""
-_value:
-  description: C(fabric) (C(nvswitch), C(nvlink_ring), C(pcie) or C(none) for fewer than two GPUs),
-    C(fabric_gbps), C(link_gbps), C(expected_busbw_gbps) (None for fewer than two GPUs) and C(basis), a sentence.
-  type: dict
-"""
-
 import itertools
 import re
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl_tests import (
+    NcclTestsParseError, parse_all_reduce_perf)
 
 # Usable GB/s per lane and direction after encoding, by PCIe generation.
 PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
@@ -104,6 +70,7 @@ def _pcie_gbps(devices):
 
 
 def nccl_expected_busbw(gpu, efficiency=0.75):
+    """The all-reduce bus bandwidth the gpu facts' topology allows (see the sidecar nccl_expected_busbw.yml)."""
     if not isinstance(gpu, dict) or "topology" not in gpu:
         raise AnsibleFilterError("nccl_expected_busbw expects the gpu facts of gpufleet.node.gpu_facts")
     try:
@@ -143,59 +110,18 @@ def nccl_expected_busbw(gpu, efficiency=0.75):
     return result
 
 
-_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(-?\d+)\s+((?:[\d.]+\s+){3}\d+)\s+((?:[\d.]+\s+){3}\d+)\s*$")
-_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([\d.]+)")
-_DEVICE = re.compile(r"^#\s+Rank\s+(\d+).*?device\s+(\d+)\s+\[(0x[0-9a-fA-F]+)\]\s+(.*?)\s*$")
-
-
 def nccl_tests_result(text):
-    """Parses the output of nccl-tests' all_reduce_perf.
-
-    Returns ``rows`` (size in bytes, out-of-place and in-place time in us, algbw and busbw in GB/s, wrong
-    counts), ``ranks`` (the devices used), ``avg_busbw_gbps`` (the average nccl-tests prints, over every size),
-    ``peak_busbw_gbps`` (the best busbw at the largest size, the figure to compare with what the fabric
-    allows) and ``wrong`` (the sum of the #wrong columns: data that did not add up).
-    """
-    if not isinstance(text, str):
-        raise AnsibleFilterError("nccl_tests_result expects the text all_reduce_perf printed")
-    rows, ranks, average = [], [], None
-    for line in text.splitlines():
-        row = _ROW.match(line)
-        if row:
-            out_place = row.group(6).split()
-            in_place = row.group(7).split()
-            rows.append({
-                "size_bytes": int(row.group(1)), "count": int(row.group(2)), "type": row.group(3),
-                "redop": row.group(4),
-                "out_of_place": {"time_us": float(out_place[0]), "algbw_gbps": float(out_place[1]),
-                                 "busbw_gbps": float(out_place[2]), "wrong": int(out_place[3])},
-                "in_place": {"time_us": float(in_place[0]), "algbw_gbps": float(in_place[1]),
-                             "busbw_gbps": float(in_place[2]), "wrong": int(in_place[3])},
-            })
-            continue
-        avg = _AVG.match(line)
-        if avg:
-            average = float(avg.group(1))
-            continue
-        device = _DEVICE.match(line)
-        if device:
-            ranks.append({"rank": int(device.group(1)), "device": int(device.group(2)),
-                          "bus": device.group(3), "name": device.group(4)})
-    if not rows or average is None:
-        raise AnsibleFilterError("all_reduce_perf printed no result table or no 'Avg bus bandwidth' line: %s"
-                                 % (text.strip().splitlines()[-1:] or ["(no output)"])[0])
-    largest = max(rows, key=lambda r: r["size_bytes"])
-    return {
-        "rows": rows,
-        "ranks": ranks,
-        "avg_busbw_gbps": average,
-        "peak_busbw_gbps": max(largest["out_of_place"]["busbw_gbps"], largest["in_place"]["busbw_gbps"]),
-        "largest_size_bytes": largest["size_bytes"],
-        "wrong": sum(r["out_of_place"]["wrong"] + r["in_place"]["wrong"] for r in rows),
-    }
+    """What nccl-tests' all_reduce_perf measured: ``parse_all_reduce_perf`` of its output (see the sidecar
+    nccl_tests_result.yml), with text it cannot read reported as a filter error."""
+    try:
+        return parse_all_reduce_perf(text)
+    except NcclTestsParseError as exc:
+        raise AnsibleFilterError("nccl_tests_result: %s" % exc) from exc
 
 
 class FilterModule(object):
+    """gpufleet.node NCCL filters."""
+
     def filters(self):
         return {
             "nccl_expected_busbw": nccl_expected_busbw,

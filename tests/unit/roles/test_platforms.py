@@ -1,7 +1,6 @@
 """One list of supported platforms (roles/_common/vars/main.yml): every role's Galaxy metadata and the README's
 table follow it, every role has platform data for each of them, and anything else falls back to default.yml,
 which preflight refuses."""
-import pathlib
 import re
 
 import pytest

@@ -89,3 +89,10 @@ def test_report_node_from_host_vars():
     assert entry["topology"]["nvlink_pair_list"] == [["GPU0", "GPU1", 4]] and "nvlink" not in entry["topology"]
     with pytest.raises(AnsibleFilterError):
         gpufleet_report_node({"inventory_hostname": "n1"})
+
+
+def test_persistence_off_is_a_failure_unless_the_node_is_meant_to_run_without_it():
+    gpu = {"state": "ok", "count": 1, "pci": {"nvidia_gpus": 1}, "topology": {},
+           "devices": [{"index": 0, "persistence_mode": False}]}
+    assert gpufleet_node_health(gpu)["failures"] == ["GPU0: persistence mode off"]
+    assert gpufleet_node_health(gpu, {"persistence_expected": False})["failures"] == []

@@ -1,19 +1,19 @@
-"""The all-reduce bandwidth a topology allows (over the shared captures' real topologies) and the parser of
-nccl-tests' all_reduce_perf output."""
+"""The all-reduce bandwidth a topology allows (over the shared captures' real topologies), and the filter over
+the nccl-tests parser (the parser itself: tests/unit/plugins/module_utils/test_nccl_tests.py)."""
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.node.plugins.filter.nccl import (
-    nccl_expected_busbw, nccl_tests_result, nvlink_ring_width)
+    FilterModule, nccl_expected_busbw, nccl_tests_result, nvlink_ring_width)
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl_tests import (
+    NcclTestsParseError, parse_all_reduce_perf)
 from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import parse_topology
 
 HERE = pathlib.Path(__file__).resolve().parent
 CAPTURES = HERE.parent / "module_utils" / "fixtures" / "nvidia-smi"
-STANDIN = HERE.parents[3] / "tests" / "mirror" / "nccl-tests-standin" / "src" / "all_reduce_perf.py"
+NCCL_TESTS = HERE.parent / "module_utils" / "fixtures" / "nccl-tests"
 
 
 def facts_from_capture(name, **extra):
@@ -83,29 +83,16 @@ def test_bad_input_is_an_error(bad, efficiency):
         nccl_expected_busbw(bad, efficiency)
 
 
-def test_parse_the_stand_in_output():
-    """The stand-in the scenario builds prints the real format; the parser reads every row of it."""
-    text = subprocess.run([sys.executable, str(STANDIN), "-b", "8", "-e", "128M", "-f", "2", "-g", "8"],
-                          check=True, capture_output=True, text=True).stdout
-    result = nccl_tests_result(text)
-    assert len(result["rows"]) == 25                       # 8 B .. 128 MiB, factor 2
-    assert result["largest_size_bytes"] == 134217728
-    assert result["rows"][-1]["out_of_place"]["busbw_gbps"] == result["peak_busbw_gbps"]
-    assert [r["rank"] for r in result["ranks"]] == list(range(8))
-    assert result["ranks"][0]["bus"] == "0x07"
-    assert result["wrong"] == 0
-    assert 0 < result["avg_busbw_gbps"] < result["peak_busbw_gbps"]
+# --- nccl_tests_result: a thin wrapper over module_utils.nccl_tests ----------------------------------------
 
-
-def test_parse_wrong_values_and_in_place_peak():
-    result = nccl_tests_result((HERE / "fixtures" / "all_reduce_perf-8gpu-wrong.txt").read_text())
-    assert result["wrong"] == 4
-    assert result["peak_busbw_gbps"] == 176.64              # in-place beat out-of-place at 128 MiB
-    assert result["avg_busbw_gbps"] == 169.805
-    assert result["rows"][1]["out_of_place"]["wrong"] == 3
+def test_the_filter_returns_what_the_parser_reads():
+    text = (NCCL_TESTS / "all_reduce_perf-4gpu-wrong.txt").read_text(encoding="utf-8")
+    assert FilterModule().filters()["nccl_tests_result"] is nccl_tests_result
+    assert nccl_tests_result(text) == parse_all_reduce_perf(text)
 
 
 @pytest.mark.parametrize("text", ["", "NCCL failure common.cu:1000 'unhandled cuda error'\n", None])
-def test_no_table_is_an_error(text):
-    with pytest.raises(AnsibleFilterError):
+def test_text_the_parser_cannot_read_is_a_filter_error(text):
+    with pytest.raises(AnsibleFilterError, match="^nccl_tests_result: ") as raised:
         nccl_tests_result(text)
+    assert isinstance(raised.value.__cause__, NcclTestsParseError)

@@ -1,0 +1,403 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: apt_plan
+short_description: Which versions apt packages must have, and what apt and dpkg must do to get there
+version_added: "0.1.0"
+description:
+  - Works out, for each package asked for, the version it must end up at (under the host's apt preferences),
+    compares it with what dpkg has installed, and returns the plan; C(ansible.builtin.apt) and
+    C(ansible.builtin.dpkg_selections) then carry it out, and only when there is something to do.
+  - Reads only. It runs the same in check mode and never reports a change.
+  - With python-apt it reads apt's cache in the module's process (a C(DepCache), so pins in
+    C(/etc/apt/preferences) and C(/etc/apt/preferences.d) decide the candidate). Without it, it runs
+    C(apt-cache policy NAME...) and
+    C(dpkg-query --show --showformat '${binary:Package} ${db:Status-Abbrev} ${Version}\n' NAME...) with the C
+    locale, and C(dpkg --print-architecture) when a name carries an architecture.
+  - It does not update apt's package lists; when a package is C(missing) on a fresh host, update them
+    (C(ansible.builtin.apt) with C(update_cache=true)) and plan again.
+author:
+  - gpufleet.node maintainers (@gpufleet)
+options:
+  packages:
+    description:
+      - The packages and the versions wanted, each one of
+      - C(NAME), apt's candidate (the version C(apt-get install NAME) would install under the host's apt
+        preferences).
+      - C(NAME=VERSION), exactly that version. apt installs a version asked for by number even when the
+        host's preferences pin it below 0, so any version a repository offers (or the installed one) will do.
+      - C(NAME=*), any installed version; the candidate when the package is not installed.
+      - C(NAME=PATTERN), a version matching a pattern with C(*) at its start, its end or both, such as
+        C(cuda-drivers-535=535.*) or C(libnccl2=*+cuda12.1). The wanted version is the candidate when the
+        candidate matches; otherwise the installed version when it matches; otherwise the newest matching
+        version a repository offers whose pin priority is not negative. Patterns match the version text as
+        apt prints it (epoch included).
+      - C(NAME) may carry an architecture, as in C(libfoo:amd64).
+      - Each package may be named once.
+    type: list
+    elements: str
+    required: true
+  hold:
+    description:
+      - C(true), the packages should end up held (dpkg selection C(hold)); C(false), released; C(null),
+        holds are left out of the plan (C(hold) and C(release) come back empty).
+    type: bool
+  backend:
+    description:
+      - Where the module reads apt's view from. C(python-apt) reads apt's cache through the C(apt_pkg)
+        module of python3-apt; C(apt-cache) runs C(apt-cache policy), C(dpkg-query) (and
+        C(dpkg --print-architecture) for names with an architecture). C(auto) uses C(python-apt) when
+        C(apt_pkg) can be imported by the Python that runs the module, else C(apt-cache).
+      - Versions are compared with C(apt_pkg.version_compare) when python3-apt can be imported, else with
+        the module's own implementation of dpkg's algorithm.
+    type: str
+    choices: [auto, python-apt, apt-cache]
+    default: auto
+extends_documentation_fragment: []
+attributes:
+  check_mode:
+    support: full
+    description: The module only reads; it answers the same in check mode.
+  diff_mode:
+    support: none
+    description: Nothing changes, so there is no diff.
+  platform:
+    support: full
+    platforms: debian
+    description: Debian, Ubuntu and their derivatives (apt and dpkg).
+requirements:
+  - apt and dpkg on the managed node
+  - python3-apt for the Python that runs the module, with O(backend=python-apt) (optional with the default
+    C(auto))
+notes:
+  - The module does not install python3-apt.
+  - A package apt does not know at all is C(missing), like one with no candidate.
+seealso:
+  - module: ansible.builtin.apt
+  - module: ansible.builtin.dpkg_selections
+  - name: apt_preferences(5)
+    description: How apt picks the candidate version, and what pin priorities mean.
+    link: https://manpages.debian.org/bookworm/apt/apt_preferences.5.en.html
+"""
+
+EXAMPLES = r"""
+- name: Plan the driver branch and NCCL for CUDA 12.1, held
+  gpufleet.node.apt_plan:
+    packages:
+      - cuda-drivers-535=535.*
+      - libnccl2=*+cuda12.1
+      - gnupg=*
+    hold: true
+  register: plan
+
+- name: Install what differs from dpkg's versions
+  ansible.builtin.apt:
+    name: "{{ plan.install }}"
+    state: present
+    allow_change_held_packages: true
+    allow_downgrade: true
+  when: plan.install | length > 0
+
+- name: Hold what is not held yet
+  ansible.builtin.dpkg_selections:
+    name: "{{ item }}"
+    selection: hold
+  loop: "{{ plan.hold }}"
+
+- name: Stop when apt cannot give a package as asked
+  ansible.builtin.assert:
+    that: plan.missing | length == 0
+    fail_msg: "{{ plan.missing | map('extract', plan.packages) | map(attribute='reason') | join(' ') }}"
+
+- name: An exact version, read with apt-cache even where python3-apt is installed
+  gpufleet.node.apt_plan:
+    packages: [cuda-toolkit-12-1=12.1.1-1]
+    backend: apt-cache
+"""
+
+RETURN = r"""
+packages:
+  description: Per package name (as asked for, without the version), what apt sees and what must happen.
+  returned: always
+  type: dict
+  sample:
+    cuda-drivers-535:
+      wanted: 535.183.01-1
+      installed: 535.161.08-1
+      candidate: 535.183.01-1
+      held: true
+      action: upgrade
+      reason: Installed 535.161.08-1 is older than the wanted version 535.183.01-1, apt's candidate, which matches
+        535.*. dpkg holds it at 535.161.08-1.
+  contains:
+    wanted:
+      description: The version the package must have; null when the action is C(missing).
+      type: str
+      sample: 535.183.01-1
+    installed:
+      description: The version dpkg has installed (status C(ii) or C(hi)); null when not installed (C(rc),
+        half-installed and needing a reinstall count as not installed).
+      type: str
+      sample: 535.161.08-1
+    candidate:
+      description: apt's candidate under the host's apt preferences; null when apt has none.
+      type: str
+      sample: 535.183.01-1
+    held:
+      description: Whether dpkg's selection for the package is C(hold).
+      type: bool
+      sample: true
+    action:
+      description: C(keep) (installed at the wanted version), C(install) (not installed), C(upgrade),
+        C(downgrade), or C(missing) (apt has no candidate, or no version matching or equal to the one asked).
+      type: str
+      sample: upgrade
+    reason:
+      description: A sentence saying why.
+      type: str
+      sample: Not installed; the wanted version 12.1.1-1 is apt's candidate.
+install:
+  description: C(NAME=VERSION) for each package apt must install (not installed, or at another version), in
+    the order asked; ready for C(ansible.builtin.apt)'s O(ansible.builtin.apt#module:name).
+  returned: always
+  type: list
+  elements: str
+  sample: ["cuda-drivers-535=535.183.01-1", "cuda-toolkit-12-1=12.1.1-1"]
+hold:
+  description: With O(hold=true), the names whose dpkg selection must be set to C(hold), those apt installs and
+    those installed but not held (missing packages are left out); empty otherwise.
+  returned: always
+  type: list
+  elements: str
+  sample: ["cuda-drivers-535", "cuda-toolkit-12-1"]
+release:
+  description: With O(hold=false), the names dpkg holds, whose selection must go back to C(install); empty
+    otherwise.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+missing:
+  description: The names apt cannot give as asked (no candidate, no matching version, not the version asked);
+    C(packages[NAME].reason) says which.
+  returned: always
+  type: list
+  elements: str
+  sample: ["cuda"]
+wanted:
+  description: Package name to the version it must have, or null where it is missing.
+  returned: always
+  type: dict
+  sample: {"cuda-drivers-535": "535.183.01-1", "cuda-toolkit-12-1": "12.1.1-1", "cuda": null}
+backend:
+  description: The backend that read apt's view, C(python-apt) or C(apt-cache).
+  returned: always
+  type: str
+  sample: python-apt
+"""
+
+import os
+import re
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.gpufleet.node.plugins.module_utils.apt import (
+    DPKG_SHOWFORMAT,
+    AptPlanError,
+    apt_messages,
+    parse_dpkg,
+    parse_policy,
+    parse_specs,
+    plan_packages,
+    version_compare,
+)
+
+APT_PKG_IMPORT_ERROR = None
+try:
+    import apt_pkg
+except ImportError:
+    apt_pkg = None
+    APT_PKG_IMPORT_ERROR = traceback.format_exc()
+
+C_LOCALE = {"LC_ALL": "C"}
+PREFERENCES_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+class SilentProgress(object):
+    """Progress sink for apt_pkg.Cache: without one, apt_pkg prints 'Reading package lists...' on stdout,
+    into the module's JSON."""
+
+    op = ""
+    subop = ""
+    major_change = False
+    percent = 0.0
+
+    def update(self, percent=None):
+        pass
+
+    def done(self):
+        pass
+
+
+def _init_apt_pkg(module):
+    """Initialise apt_pkg (configuration and system) once: version_compare and the cache need it."""
+    try:
+        apt_pkg.init_config()
+        apt_pkg.init_system()
+    except SystemError as exc:
+        module.fail_json(msg="python-apt could not read apt's configuration: %s" % exc)
+
+
+def apt_pkg_compare(left, right):
+    """apt's own comparison of two versions, as -1, 0 or 1."""
+    result = apt_pkg.version_compare(left, right)
+    return (result > 0) - (result < 0)
+
+
+def read_python_apt(names):
+    """``(known, installed, held, arch)`` for names, from apt's cache through apt_pkg (already initialised).
+
+    The DepCache applies apt's preferences to the candidate, as apt-get and apt-cache policy do.
+    """
+    cache = apt_pkg.Cache(SilentProgress())
+    depcache = apt_pkg.DepCache(cache)
+    policy = depcache.policy
+    known, installed, held = {}, {}, {}
+    for name in names:
+        try:
+            package = cache[name]
+        except KeyError:
+            continue  # apt does not know it: apt-cache policy prints nothing for it either
+        versions = list(package.version_list)
+        candidate = depcache.get_candidate_ver(package)
+        current = package.current_ver
+        priorities = {}
+        for version in versions:
+            try:
+                priorities[version.ver_str] = int(policy.get_priority(version))
+            except (TypeError, ValueError):
+                pass  # python-apt older than 1.9 gives priorities of package files only
+        known[name] = {
+            "installed": current.ver_str if current else None,
+            "candidate": candidate.ver_str if candidate else None,
+            "versions": [version.ver_str for version in versions],
+            "priorities": priorities,
+            "downloadable": [version.ver_str for version in versions if version.downloadable],
+        }
+        held[name] = package.selected_state == apt_pkg.SELSTATE_HOLD
+        # dpkg's ii and hi: installed, not needing a reinstall (apt's HoldInst is dpkg's old 'hold' flag).
+        if (current and package.current_state == apt_pkg.CURSTATE_INSTALLED
+                and package.inst_state not in (apt_pkg.INSTSTATE_REINSTREQ, apt_pkg.INSTSTATE_HOLD_REINSTREQ)):
+            installed[name] = current.ver_str
+    return known, installed, held, apt_pkg.config.find("APT::Architecture") or None
+
+
+def unreadable_preferences():
+    """The apt preferences files apt_pkg would read but cannot (as a user other than root, with files of mode
+    0600). apt-cache warns about them; apt_pkg ignores them silently, and its candidates then lack their pins."""
+    paths = []
+    main = apt_pkg.config.find_file("Dir::Etc::preferences")
+    if main and os.path.exists(main):
+        paths.append(main)
+    parts = apt_pkg.config.find_dir("Dir::Etc::preferencesparts")
+    if parts and os.path.isdir(parts):
+        for name in sorted(os.listdir(parts)):
+            # apt reads names of letters, digits, '_', '-' and '.' without an extension or ending in .pref.
+            if PREFERENCES_NAME.match(name) and ("." not in name or name.endswith(".pref")):
+                paths.append(os.path.join(parts, name))
+    return [path for path in paths if os.path.isfile(path) and not os.access(path, os.R_OK)]
+
+
+def _run(module, argv, ok_codes=(0,)):
+    """stdout and stderr of argv run with the C locale; fails the module on an exit code not in ok_codes."""
+    rc, stdout, stderr = module.run_command(argv, environ_update=C_LOCALE)
+    if rc not in ok_codes:
+        command = "%s %s" % (argv[0].rsplit("/", 1)[-1], argv[1])
+        module.fail_json(msg="%s failed (rc %s): %s" % (command, rc, (stderr or stdout).strip() or "no output"),
+                         cmd=argv, rc=rc, stdout=stdout, stderr=stderr)
+    return stdout, stderr
+
+
+def _binary(module, name):
+    path = module.get_bin_path(name)
+    if not path:
+        module.fail_json(msg="%s not found: backend apt-cache needs apt and dpkg (Debian, Ubuntu)" % name)
+    return path
+
+
+def read_apt_cache(module, names):
+    """``(known, installed, held, arch)`` for names, from apt-cache policy and dpkg-query (C locale)."""
+    policy, messages = _run(module, [_binary(module, "apt-cache"), "policy"] + names)
+    # apt exits 0 after a warning such as 'W: Unable to read /etc/apt/preferences.d/...': its answer then
+    # lacks what it could not read (pins), which the user must hear of.
+    for message in apt_messages(messages):
+        module.warn("apt-cache policy: %s" % message)
+    # dpkg-query exits 1 when a name is unknown to dpkg: that only means 'not installed'.
+    dpkg, _stderr = _run(module, [_binary(module, "dpkg-query"), "--show", "--showformat", DPKG_SHOWFORMAT]
+                         + names, ok_codes=(0, 1))
+    try:
+        known = parse_policy(policy)
+        installed, held = parse_dpkg(dpkg)
+    except AptPlanError as exc:
+        module.fail_json(msg="could not read apt's answer: %s" % exc)
+    arch = None
+    if any(":" in name for name in names):
+        arch = _run(module, [_binary(module, "dpkg"), "--print-architecture"])[0].strip() or None
+    return known, installed, held, arch
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            packages=dict(type="list", elements="str", required=True),
+            hold=dict(type="bool"),
+            backend=dict(type="str", default="auto", choices=["auto", "python-apt", "apt-cache"]),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        names = [name for name, _kind, _value in parse_specs(module.params["packages"])]
+    except AptPlanError as exc:
+        module.fail_json(msg=str(exc))
+
+    backend = module.params["backend"]
+    if backend == "auto":
+        backend = "python-apt" if apt_pkg is not None else "apt-cache"
+    if backend == "python-apt" and apt_pkg is None:
+        module.fail_json(msg=missing_required_lib("python3-apt (the apt_pkg module)") +
+                         " Or use backend=apt-cache.", exception=APT_PKG_IMPORT_ERROR)
+    compare = version_compare
+    if apt_pkg is not None:
+        _init_apt_pkg(module)
+        compare = apt_pkg_compare
+
+    known, installed, held, arch = {}, {}, {}, None
+    if names and backend == "python-apt":
+        try:
+            known, installed, held, arch = read_python_apt(names)
+        except SystemError as exc:
+            module.fail_json(msg="python-apt could not open apt's cache: %s" % exc)
+        for path in unreadable_preferences():
+            module.warn("python-apt: cannot read %s: its pins are left out of the candidates (run the module "
+                        "as root, with become)" % path)
+    elif names:
+        known, installed, held, arch = read_apt_cache(module, names)
+
+    try:
+        plan = plan_packages(known, installed, held, module.params["packages"], module.params["hold"],
+                             compare=compare, arch=arch)
+    except AptPlanError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(changed=False, backend=backend, **plan)
+
+
+if __name__ == "__main__":
+    main()
