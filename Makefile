@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 TOOLS := tools
-SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
+SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard extensions/molecule/*/molecule.yml))))
 
 .PHONY: help test demo bench bench-env lint yamllint ansible-lint sanity unit molecule build-check clean \
         host-deps venv collections dockerd image mirror wheelhouse

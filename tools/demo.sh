@@ -18,7 +18,7 @@ INVENTORY="$DEMO/inventory.yml"
 
 down() {
   stage "Removing the demo fleet"
-  docker rm -f "${NODES[@]}" >/dev/null 2>&1 || true
+  rm_node "${NODES[@]}"
 }
 
 up() {

@@ -29,18 +29,33 @@ export GPUFLEET_WHEELHOUSE="$CACHE/wheelhouse"
 pip_quiet() { "$VENV/bin/pip" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
 
 # Starts a node container: systemd as PID 1 with default capabilities (no --privileged), host network and
-# cgroup namespace, the cgroup tree read-only, tmpfs on /run, /run/lock and /tmp, the stand-in mirror bound.
-# The same settings as the Molecule platform in .config/molecule/config.yml.
+# cgroup namespace, the cgroup tree read-only, tmpfs on /run, /run/lock and /tmp, the stand-in mirror and the
+# wheelhouse bound read-only, and a fresh host directory of its own, $CACHE/pci/NAME, bound read-write at
+# /sys/bus/pci/devices for the emulated PCI devices (tests/emulator). The same containers as Molecule's
+# (extensions/molecule/create.yml).
 run_node() {
   local name=$1; shift
+  local pci="$CACHE/pci/$name"
+  rm -rf "$pci" && mkdir -p "$pci"
   docker run -d --name "$name" --network host --cgroupns host -v /sys/fs/cgroup:/sys/fs/cgroup:ro \
     --tmpfs /run --tmpfs /run/lock --tmpfs /tmp -v "$GPUFLEET_MIRROR_DIR:/srv/gpufleet-mirror:ro" -v "$GPUFLEET_WHEELHOUSE:/srv/gpufleet-wheels:ro" \
+    -v "$pci:/sys/bus/pci/devices" \
     "$@" "$IMAGE_TAG_STABLE" >/dev/null
+}
+
+# Removes node containers started by run_node, and their PCI directories: rm_node NAME...
+rm_node() {
+  local name
+  for name in "$@"; do
+    docker rm -f "$name" >/dev/null 2>&1 || true
+    rm -rf "${CACHE:?}/pci/$name"
+  done
 }
 
 # Writes an inventory of emulated node containers: emulated_inventory FILE NODE=PROFILE... . The driver, CUDA
 # and NCCL come from NVIDIA's repository as an air-gapped fleet gets them, from a mirror: here the stand-in
-# mirror of tests/mirror, served on 127.0.0.1 by tools/demo-emulate.yml; torch from the offline wheelhouse.
+# mirror of tests/mirror, served on 127.0.0.1 by tools/demo-emulate.yml (tests/mirror/serve.yml); torch from the
+# offline wheelhouse. Each node's emulated PCI tree is at its own /sys/bus/pci/devices (run_node).
 emulated_inventory() {
   local file=$1 pair; shift
   {
@@ -48,18 +63,10 @@ emulated_inventory() {
     echo "  vars:"
     echo "    ansible_connection: community.docker.docker"
     echo "    ansible_python_interpreter: /usr/bin/python3"
-    echo "    gpu_facts_pci_devices_path: /var/lib/gpufleet-emulator/pci/devices"
     echo "    nvidia_driver_source: cuda_repo"
-    echo "    nvidia_driver_cuda_repo_url: http://127.0.0.1:18535/cuda"
-    echo "    nvidia_driver_cuda_repo_key_url: http://127.0.0.1:18535/cuda/debian12/x86_64/gpufleet-test.pub"
-    echo "    nvidia_driver_cuda_repo_key_fingerprint: $(cat "$GPUFLEET_MIRROR_DIR/fingerprint")"
-    echo "    nvidia_driver_pci_devices_path: /var/lib/gpufleet-emulator/pci/devices"
-    echo "    cuda_repo_url: http://127.0.0.1:18535/cuda"
-    echo "    cuda_repo_key_url: http://127.0.0.1:18535/cuda/debian12/x86_64/gpufleet-test.pub"
-    echo "    cuda_repo_key_fingerprint: $(cat "$GPUFLEET_MIRROR_DIR/fingerprint")"
-    echo "    nccl_repo_url: http://127.0.0.1:18535/cuda"
-    echo "    nccl_repo_key_url: http://127.0.0.1:18535/cuda/debian12/x86_64/gpufleet-test.pub"
-    echo "    nccl_repo_key_fingerprint: $(cat "$GPUFLEET_MIRROR_DIR/fingerprint")"
+    echo "    nvidia_repo_url: http://127.0.0.1:18535/cuda"
+    echo "    nvidia_repo_key_url: http://127.0.0.1:18535/cuda/debian12/x86_64/gpufleet-test.pub"
+    echo "    nvidia_repo_key_fingerprint: $(cat "$GPUFLEET_MIRROR_DIR/fingerprint")"
     echo "    pytorch_version: '2.13.0'        # the CPU build in the wheelhouse (tools/wheelhouse.sh)"
     echo "    pytorch_cuda_version: ''"
     echo "    pytorch_torchvision_version: ''"

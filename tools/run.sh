@@ -48,18 +48,19 @@ run_build_check() {
   local tarball
   tarball=$(ls "$out"/gpufleet-node-*.tar.gz)
   info "built $(basename "$tarball") ($(du -k "$tarball" | cut -f1) KiB, $(tar -tzf "$tarball" | wc -l) entries)"
-  if tar -tzf "$tarball" | grep -qE '^(tests|molecule|tools|\.ci|\.github|\.hypothesis|\.pytest_cache|\.cache)/'; then
-    die "the tarball contains test, CI or cache files"
-  fi
+  local leaked
+  leaked=$(tar -tzf "$tarball" \
+    | grep -E '^(tests|extensions/molecule|molecule|tools|\.ci|\.github|\.config|\.hypothesis|\.pytest_cache|\.cache|\.venv)(/|$)' || true)
+  [[ -z "$leaked" ]] || die "the tarball contains test, CI or cache files: $(head -5 <<<"$leaked" | tr '\n' ' ')"
   ANSIBLE_COLLECTIONS_PATH="$out/installed" \
     ansible-galaxy collection install --offline --no-deps -p "$out/installed" "$tarball" >/dev/null
   "$ROOT/tools/dockerd.sh" >/dev/null
   "$ROOT/tools/node-image.sh" >/dev/null
   local node=gpufleet-build-check
-  docker rm -f "$node" >/dev/null 2>&1 || true
+  rm_node "$node"
   "$ROOT/tools/mirror.sh" >/dev/null
   run_node "$node"
-  trap 'docker rm -f '"$node"' >/dev/null 2>&1 || true' RETURN
+  trap 'rm_node '"$node" RETURN
   mkdir -p "$out/play"
   cat >"$out/play/use-installed.yml" <<'YAML'
 - name: Use the installed collection by its FQCN
@@ -77,8 +78,12 @@ YAML
   info "gpufleet.node.baseline ran from $out/installed (check mode): $(grep -E '^\S+ +: ok=' "$out/play.log" | tr -s ' ')"
 }
 
+# Molecule 26 in collection mode: run from the collection root (galaxy.yml), it takes the scenarios from
+# extensions/molecule/<scenario>/ and the shared base config from extensions/molecule/config.yml.
 run_molecule() {
   local total_start scenario start
+  [[ ! -e molecule ]] || die "a molecule/ directory at the collection root makes Molecule ignore extensions/molecule"
+  [[ ! -e .config/molecule/config.yml ]] || die ".config/molecule/config.yml would take the place of extensions/molecule/config.yml"
   total_start=$(date +%s)
   for scenario in "$@"; do
     stage "molecule test -s $scenario"

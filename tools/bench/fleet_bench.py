@@ -2,8 +2,10 @@
 
 Each simulated host is a local connection whose nvidia-smi is the emulator of tests/emulator replaying one of
 the three hardware profiles in turn (8-GPU NVSwitch, NVLink pairs, PCIe), with a per-call delay that models a
-real node. playbooks/report.yml runs against fleets of 10, 100 and 500 hosts (gpu_facts, the node probe, the
-assessment, the drift comparison, the HTML and JSON report), with forks tuned. Prints a Markdown section.
+real node, and whose modules run in a private mount namespace with the profile's emulated PCI tree bound at
+/sys/bus/pci/devices, where gpu_facts reads it (so the bench needs root; the machine's own tree is untouched).
+playbooks/report.yml runs against fleets of 10, 100 and 500 hosts (gpu_facts, the node probe, the assessment,
+the drift comparison, the HTML and JSON report), with forks tuned. Prints a Markdown section.
 """
 import argparse
 import json
@@ -18,10 +20,18 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EMULATOR = ROOT / "tests" / "emulator" / "nvidia_smi_emulator.py"
 PROFILES = ["hgx-a100-8gpu", "pairs-4gpu", "pcie-4gpu"]
+sys.path.insert(0, str(EMULATOR.parent))
+import emulator_profile  # noqa: E402  (tests/emulator: the PCI layout of a profile)
+
+# The interpreter of a simulated host: python in a mount namespace of its own, with the host's PCI tree at the
+# real path. Arguments: the tree, then python.
+INTERPRETER = """#!/bin/sh
+exec unshare --mount --propagation private /bin/sh -c 'mount --bind "$0" /sys/bus/pci/devices && exec "$@"' %s %s "$@"
+"""
 
 
 def write_fleet(work, size, delay_ms):
-    wrappers = {}
+    wrappers, interpreters = {}, {}
     for profile in PROFILES:
         wrapper = work / ("nvidia-smi-%s" % profile)
         wrapper.write_text("#!/bin/sh\nGPUFLEET_EMULATOR_PROFILE=%s GPUFLEET_EMULATOR_DELAY_MS=%d "
@@ -29,13 +39,20 @@ def write_fleet(work, size, delay_ms):
                            % (profile, delay_ms, work / "config", sys.executable, EMULATOR))
         wrapper.chmod(0o755)
         wrappers[profile] = str(wrapper)
+        pci = work / "pci" / profile
+        pci.mkdir(parents=True, exist_ok=True)
+        emulator_profile.lay_out_pci(emulator_profile.load_profile(profile), str(pci))
+        interpreter = work / ("python-%s" % profile)
+        interpreter.write_text(INTERPRETER % (pci, sys.executable))
+        interpreter.chmod(0o755)
+        interpreters[profile] = str(interpreter)
     hosts = {}
     for i in range(size):
         profile = PROFILES[i % len(PROFILES)]
-        hosts["node-%04d" % (i + 1)] = {"gpu_facts_nvidia_smi_path": wrappers[profile]}
+        hosts["node-%04d" % (i + 1)] = {"gpu_facts_nvidia_smi_path": wrappers[profile],
+                                        "ansible_python_interpreter": interpreters[profile]}
     inventory = {"gpu_nodes": {"hosts": hosts, "vars": {
-        "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "ansible_become": False,
-        "gpu_facts_pci_devices_path": str(work / "no-pci")}}}
+        "ansible_connection": "local", "ansible_become": False}}}
     path = work / ("fleet-%d.json" % size)
     path.write_text(json.dumps(inventory))
     return path
@@ -61,6 +78,9 @@ def main():
     parser.add_argument("--delay-ms", type=int, default=300)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("fleet_bench.py needs root: each simulated host's modules run in a mount namespace with "
+                         "its emulated PCI tree bound at /sys/bus/pci/devices")
     work = pathlib.Path(tempfile.mkdtemp(prefix="gpufleet-fleet-bench-"))
     (work / "config").mkdir()
     rows, per_host = [], {}
@@ -86,8 +106,8 @@ def main():
         "playbooks/report.yml (gpu_facts, the node probe, health and drift, HTML and JSON) against simulated fleets:",
         "local connections, each host's nvidia-smi the emulator replaying one of three profiles in turn with %d ms"
         % args.delay_ms,
-        "per call; forks %d; median of %d runs (500 hosts: %d) with the spread." % (
-            args.forks, args.runs, max(1, args.runs - 1)),
+        "per call and the profile's PCI tree bound at /sys/bus/pci/devices in a mount namespace of its own;",
+        "forks %d; median of %d runs (500 hosts: %d) with the spread." % (args.forks, args.runs, max(1, args.runs - 1)),
         "",
         "| hosts | wall, s | hosts/s | ms per host | report, KiB |",
         "|---:|---:|---:|---:|---:|",

@@ -7,9 +7,9 @@ cd "$ROOT" || exit 1
 node=gpufleet-bench-1
 work="$CACHE/bench-site"
 mkdir -p "$work"
-docker rm -f "$node" >/dev/null 2>&1 || true
+rm_node "$node"
 run_node "$node"
-trap 'docker rm -f '"$node"' >/dev/null 2>&1 || true' EXIT
+trap 'rm_node '"$node" EXIT
 emulated_inventory "$work/inventory.yml" "$node=hgx-a100-8gpu"
 export ANSIBLE_INJECT_FACT_VARS=false ANSIBLE_PIPELINING=true
 ansible-playbook -i "$work/inventory.yml" tools/demo-emulate.yml >"$work/emulate.log"

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
+ROOT = pathlib.Path(__file__).resolve().parents[4]
 ARTIFACTS = pathlib.Path(os.environ.get("GPUFLEET_ARTIFACTS", ROOT / ".cache" / "artifacts"))
 testinfra_hosts = ["gpufleet-fleet-hgx"]      # controller-side tests: run them once
 

@@ -27,8 +27,9 @@ def test_bridged_pairs(gather):
 
 
 def test_pcie_only(gather):
-    gpu = gather("pcie-4gpu", pci_devices_path="/var/empty")
+    gpu = gather("pcie-4gpu")
     assert gpu["state"] == "ok"
+    assert gpu["pci"] == {"nvidia_gpus": 4, "nvswitches": 0}
     assert gpu["topology"]["nvlink_pairs"] == 0
     assert set(gpu["topology"]["matrix"]["GPU3"].values()) == {"NODE"}
     assert gpu["topology"]["shape"] == "4 GPUs, no NVLink"
@@ -66,3 +67,10 @@ def test_not_installed(gather, host):
     finally:
         host.run_expect([0], "mv /usr/local/bin/nvidia-smi.away /usr/local/bin/nvidia-smi")
     assert gpu["state"] == "not_installed"
+
+
+def test_pci_tree_is_the_nodes_own_directory(host):
+    """The emulated devices lie in the directory bound at the real path; the rest of /sys is the kernel's."""
+    assert host.check_output("findmnt -n -o FSTYPE --mountpoint /sys/bus/pci/devices") not in ("", "sysfs")
+    assert host.check_output("stat -f -c %T /sys/bus/pci") == "sysfs"
+    assert host.check_output("cat /sys/bus/pci/devices/0000:07:00.0/vendor") == "0x10de"

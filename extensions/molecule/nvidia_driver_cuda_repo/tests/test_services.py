@@ -12,8 +12,7 @@ def test_fabricmanager_running_on_nvswitch_node(host):
 
 
 def test_gpu_facts_after_the_role(host):
-    gpu = host.ansible("gpufleet.node.gpu_facts", "pci_devices_path=/var/lib/gpufleet-emulator/pci/devices",
-                       check=False)["ansible_facts"]["gpu"]
+    gpu = host.ansible("gpufleet.node.gpu_facts", check=False)["ansible_facts"]["gpu"]
     assert gpu["state"] == "ok"
     assert all(device["persistence_mode"] for device in gpu["devices"])
     assert gpu["topology"]["nvswitch"] is True
