@@ -72,8 +72,8 @@ YAML
      ansible-playbook -i "$node," -c community.docker.docker --check use-installed.yml >"$out/play.log" 2>&1) \
      || { tail -30 "$out/play.log"; die "the installed collection did not run"; }
   if ! grep -q "gpufleet.node.baseline : Persist vm.swappiness" "$out/play.log" \
-     || ! grep -q "included: gpufleet.node.apt_source" "$out/play.log"; then
-    die "the play did not run gpufleet.node.baseline (and its helper apt_source) from the installed collection"
+     || ! grep -q "included: gpufleet.node._apt " "$out/play.log"; then
+    die "the play did not run gpufleet.node.baseline (and its helper _apt) from the installed collection"
   fi
   info "gpufleet.node.baseline ran from $out/installed (check mode): $(grep -E '^\S+ +: ok=' "$out/play.log" | tr -s ' ')"
 }
