@@ -61,7 +61,7 @@ emulated_inventory() {
   {
     echo "gpu_nodes:"
     echo "  vars:"
-    echo "    ansible_connection: community.docker.docker"
+    echo "    ansible_connection: community.docker.docker_api   # the Docker SDK, no docker CLI process per task"
     echo "    ansible_python_interpreter: /usr/bin/python3"
     echo "    nvidia_driver_source: cuda_repo"
     echo "    nvidia_repo_url: http://127.0.0.1:18535/cuda"
