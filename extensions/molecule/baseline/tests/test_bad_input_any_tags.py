@@ -10,8 +10,10 @@ PLAYBOOK = pathlib.Path(__file__).resolve().parents[1] / "any-tags.yml"
 
 
 def play(*args):
-    return subprocess.run(["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], str(PLAYBOOK)] + list(args),
-                          capture_output=True, text=True, check=False)
+    """rc and everything Ansible printed (the failure goes to stderr or stdout depending on the callback)."""
+    result = subprocess.run(["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], str(PLAYBOOK)] + list(args),
+                            capture_output=True, text=True, check=False)
+    return result.returncode, result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("args, message, untouched", [
@@ -24,17 +26,17 @@ def play(*args):
 ], ids=["cuda_install", "baseline_sysctl", "gather_facts_false"])
 def test_refused_with_the_roles_message(host, args, message, untouched):
     sysctl = host.file("/etc/sysctl.d/60-gpufleet-baseline.conf").content_string
-    result = play(*args)
-    assert result.returncode != 0, result.stdout[-2000:]
-    assert message in result.stdout, result.stdout[-3000:]
-    assert "undefined" not in result.stdout.lower(), result.stdout[-3000:]
+    returncode, output = play(*args)
+    assert returncode != 0, output[-2000:]
+    assert message in output, output[-3000:]
+    assert "undefined" not in output.lower(), output[-3000:]
     assert host.file("/etc/sysctl.d/60-gpufleet-baseline.conf").content_string == sysctl
     if untouched:
         assert not host.file(untouched).exists
 
 
 def test_the_message_names_only_what_is_wrong(host):
-    result = play("--tags", "baseline_sysctl", "-e", "baseline_swappiness=250")
-    assert "baseline_swappiness" in result.stdout
-    assert "baseline_memlock_limit" not in result.stdout
-    assert "baseline_masked_units" not in result.stdout
+    returncode, output = play("--tags", "baseline_sysctl", "-e", "baseline_swappiness=250")
+    assert returncode != 0 and "baseline_swappiness must be" in output
+    assert "baseline_memlock_limit" not in output
+    assert "baseline_masked_units" not in output
