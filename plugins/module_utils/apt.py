@@ -12,6 +12,7 @@ Interface:
 * ``parse_policy(text)``: ``apt-cache policy NAME...`` -> ``{name: {"installed", "candidate", "versions",
   "priorities", "downloadable"}}`` (``None`` for ``(none)``)
 * ``apt_messages(text)``: apt's ``W:``/``E:``/``N:`` lines
+* ``parse_show(text)``: ``apt-cache show NAME...`` -> ``{name: {version: {"summary", "depends"}}}``
 * ``parse_dpkg(text)``: ``dpkg-query --show --showformat '${Package} ${db:Status-Abbrev} ${Version}\\n'
   NAME...`` (or ``${binary:Package}``) -> ``(installed, held)``
 * ``parse_spec(item)``: ``NAME``, ``NAME=VERSION``, ``NAME=*`` or ``NAME=PREFIX*`` / ``*SUFFIX`` / ``*PART*``;
@@ -35,9 +36,11 @@ __all__ = [
     "AptParseError",
     "AptPlanError",
     "DPKG_SHOWFORMAT",
+    "find_package",
     "matches",
     "parse_dpkg",
     "parse_policy",
+    "parse_show",
     "parse_spec",
     "parse_specs",
     "plan_packages",
@@ -127,6 +130,65 @@ def parse_policy(text):
     if not packages and other:
         raise AptParseError("not apt-cache policy output (no 'NAME:' line): %r" % other[0][:200])
     return packages
+
+
+# --- apt-cache show ---------------------------------------------------------------------------------------
+
+# "Depends: nvidia-headless-no-dkms-580-server, nvidia-dkms-580-server (>= 580) | foo:any": a relation is a
+# name, an optional architecture qualifier and an optional version constraint.
+_RELATION_NAME = re.compile(r"^\s*([a-z0-9][a-z0-9+.-]*)")
+
+
+def _relation_names(value):
+    """Every package name a Depends-style field mentions (all alternatives), in order, without duplicates."""
+    names = []
+    for group in value.split(","):
+        for alternative in group.split("|"):
+            match = _RELATION_NAME.match(alternative)
+            if match and match.group(1) not in names:
+                names.append(match.group(1))
+    return names
+
+
+def parse_show(text):
+    """``{name: {version: {"summary", "depends"}}}`` from ``apt-cache show NAME...`` (C locale).
+
+    ``summary`` is the first line of the description (``Description`` or ``Description-en``), or None;
+    ``depends`` the names of ``Pre-Depends`` and ``Depends`` (every alternative). apt prints one stanza per
+    version and package file, so a version may appear twice; the first stanza counts. Text with lines but no
+    ``Package:`` field raises :class:`AptParseError`.
+    """
+    if not isinstance(text, str):
+        raise AptParseError("apt-cache show output must be text, got %s" % type(text).__name__)
+    result, seen_lines = {}, False
+    for stanza in re.split(r"\n\s*\n", text.replace("\r\n", "\n")):
+        fields, last = {}, None
+        for line in stanza.split("\n"):
+            if not line.strip() or _APT_MESSAGE.match(line):
+                continue
+            seen_lines = True
+            if line[0] in " \t":
+                if last is not None:
+                    fields[last] += "\n" + line.strip()
+                continue
+            key, sep, value = line.partition(":")
+            if sep:
+                last = key.strip()
+                fields[last] = value.strip()
+        name, version = fields.get("Package"), fields.get("Version")
+        if not name or not version:
+            continue
+        description = fields.get("Description", fields.get("Description-en"))
+        depends = _relation_names(fields.get("Pre-Depends", "")) + [
+            dep for dep in _relation_names(fields.get("Depends", ""))
+            if dep not in _relation_names(fields.get("Pre-Depends", ""))]
+        result.setdefault(name, {}).setdefault(version, {
+            "summary": description.split("\n", 1)[0].strip() if description else None,
+            "depends": depends,
+        })
+    if seen_lines and not result:
+        raise AptParseError("not apt-cache show output (no stanza with Package and Version)")
+    return result
 
 
 # --- dpkg-query -------------------------------------------------------------------------------------------
@@ -291,7 +353,7 @@ def matches(pattern, version):
 
 # --- the plan ---------------------------------------------------------------------------------------------
 
-def _find(mapping, name, arch):
+def find_package(mapping, name, arch):
     """The key of ``mapping`` that stands for package ``name``, or None.
 
     apt prints the native architecture and ``all`` bare (``libc6:``); dpkg's ``${binary:Package}``
@@ -391,10 +453,10 @@ def plan_packages(known, installed, held, packages, hold=None, compare=None, arc
 
     plan = {"packages": {}, "install": [], "hold": [], "release": [], "missing": [], "wanted": {}}
     for name, kind, value in specs:
-        key = _find(known, name, arch)
+        key = find_package(known, name, arch)
         entry = known[key] if key is not None else {
             "installed": None, "candidate": None, "versions": [], "priorities": {}, "downloadable": []}
-        dpkg_key = _find(held, name, arch)
+        dpkg_key = find_package(held, name, arch)
         have = installed.get(dpkg_key) if dpkg_key is not None else None
         if (arch is None and dpkg_key is not None and ":" in dpkg_key and ":" not in name and key is not None
                 and have is not None and entry["installed"] != have):

@@ -61,6 +61,14 @@ options:
     type: str
     choices: [auto, python-apt, apt-cache]
     default: auto
+  details:
+    description:
+      - Also return, per package, the description's first line and the dependencies of the wanted version (of
+        the candidate where nothing is wanted), from apt's package records (C(apt-cache show) with the
+        C(apt-cache) backend). A caller tells a transitional package from them (its summary says so, or it
+        depends on another branch's package) before it installs anything.
+    type: bool
+    default: false
 extends_documentation_fragment: []
 attributes:
   check_mode:
@@ -164,6 +172,19 @@ packages:
       description: A sentence saying why.
       type: str
       sample: Not installed; the wanted version 12.1.1-1 is apt's candidate.
+    summary:
+      description: With O(details=true), the first line of the description of the wanted version (of the
+        candidate where none is wanted); null where apt has no record of it.
+      type: str
+      returned: with O(details=true)
+      sample: NVIDIA headless metapackage (transitional package)
+    depends:
+      description: With O(details=true), the names in that version's C(Pre-Depends) and C(Depends), every
+        alternative, without version constraints.
+      type: list
+      elements: str
+      returned: with O(details=true)
+      sample: ["nvidia-headless-580-server"]
 install:
   description: C(NAME=VERSION) for each package apt must install (not installed, or at another version), in
     the order asked; ready for C(ansible.builtin.apt)'s O(ansible.builtin.apt#module:name).
@@ -212,9 +233,11 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpufleet.node.plugins.module_utils.apt import (
     DPKG_SHOWFORMAT,
     AptPlanError,
+    find_package,
     apt_messages,
     parse_dpkg,
     parse_policy,
+    parse_show,
     parse_specs,
     plan_packages,
     version_compare,
@@ -262,14 +285,35 @@ def apt_pkg_compare(left, right):
     return (result > 0) - (result < 0)
 
 
-def read_python_apt(names):
+def _python_apt_details(records, version):
+    """``{"summary", "depends"}`` of one apt_pkg version, from its package record and dependency lists."""
+    summary = None
+    if version.file_list:
+        try:
+            records.lookup(version.file_list[0])
+            summary = records.short_desc or None
+        except (SystemError, IndexError):
+            summary = None
+    depends = []
+    for kind in ("PreDepends", "Depends"):
+        for group in version.depends_list.get(kind, []):
+            for dependency in group:
+                name = dependency.target_pkg.name
+                if name not in depends:
+                    depends.append(name)
+    return {"summary": summary, "depends": depends}
+
+
+def read_python_apt(names, details=False):
     """``(known, installed, held, arch)`` for names, from apt's cache through apt_pkg (already initialised).
 
-    The DepCache applies apt's preferences to the candidate, as apt-get and apt-cache policy do.
+    The DepCache applies apt's preferences to the candidate, as apt-get and apt-cache policy do. With details,
+    each entry of known carries ``details`` (version -> summary and depends).
     """
     cache = apt_pkg.Cache(SilentProgress())
     depcache = apt_pkg.DepCache(cache)
     policy = depcache.policy
+    records = apt_pkg.PackageRecords(cache) if details else None
     known, installed, held = {}, {}, {}
     for name in names:
         try:
@@ -292,6 +336,8 @@ def read_python_apt(names):
             "priorities": priorities,
             "downloadable": [version.ver_str for version in versions if version.downloadable],
         }
+        if details:
+            known[name]["details"] = {version.ver_str: _python_apt_details(records, version) for version in versions}
         held[name] = package.selected_state == apt_pkg.SELSTATE_HOLD
         # dpkg's ii and hi: installed, not needing a reinstall (apt's HoldInst is dpkg's old 'hold' flag).
         if (current and package.current_state == apt_pkg.CURSTATE_INSTALLED
@@ -333,8 +379,9 @@ def _binary(module, name):
     return path
 
 
-def read_apt_cache(module, names):
-    """``(known, installed, held, arch)`` for names, from apt-cache policy and dpkg-query (C locale)."""
+def read_apt_cache(module, names, details=False):
+    """``(known, installed, held, arch)`` for names, from apt-cache policy and dpkg-query (C locale); with
+    details, apt-cache show adds each version's summary and depends."""
     policy, messages = _run(module, [_binary(module, "apt-cache"), "policy"] + names)
     # apt exits 0 after a warning such as 'W: Unable to read /etc/apt/preferences.d/...': its answer then
     # lacks what it could not read (pins), which the user must hear of.
@@ -348,10 +395,30 @@ def read_apt_cache(module, names):
         installed, held = parse_dpkg(dpkg)
     except AptPlanError as exc:
         module.fail_json(msg="could not read apt's answer: %s" % exc)
+    if details and known:
+        # apt-cache show exits 100 when one of the names has no record at all: the others still print.
+        shown, _stderr = _run(module, [_binary(module, "apt-cache"), "show"] + sorted(known), ok_codes=(0, 100))
+        try:
+            records = parse_show(shown)
+        except AptPlanError as exc:
+            module.fail_json(msg="could not read apt's answer: %s" % exc)
+        for name, entry in known.items():
+            entry["details"] = records.get(name.partition(":")[0], {})
     arch = None
     if any(":" in name for name in names):
         arch = _run(module, [_binary(module, "dpkg"), "--print-architecture"])[0].strip() or None
     return known, installed, held, arch
+
+
+def add_details(plan, known, arch):
+    """Adds summary and depends of each package's wanted version (else its candidate) to the plan."""
+    for name, entry in plan["packages"].items():
+        key = find_package(known, name, arch)
+        records = known[key].get("details", {}) if key is not None else {}
+        version = entry["wanted"] or entry["candidate"]
+        record = records.get(version, {}) if version else {}
+        entry["summary"] = record.get("summary")
+        entry["depends"] = record.get("depends", [])
 
 
 def main():
@@ -360,6 +427,7 @@ def main():
             packages=dict(type="list", elements="str", required=True),
             hold=dict(type="bool"),
             backend=dict(type="str", default="auto", choices=["auto", "python-apt", "apt-cache"]),
+            details=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -382,20 +450,22 @@ def main():
     known, installed, held, arch = {}, {}, {}, None
     if names and backend == "python-apt":
         try:
-            known, installed, held, arch = read_python_apt(names)
+            known, installed, held, arch = read_python_apt(names, module.params["details"])
         except SystemError as exc:
             module.fail_json(msg="python-apt could not open apt's cache: %s" % exc)
         for path in unreadable_preferences():
             module.warn("python-apt: cannot read %s: its pins are left out of the candidates (run the module "
                         "as root, with become)" % path)
     elif names:
-        known, installed, held, arch = read_apt_cache(module, names)
+        known, installed, held, arch = read_apt_cache(module, names, module.params["details"])
 
     try:
         plan = plan_packages(known, installed, held, module.params["packages"], module.params["hold"],
                              compare=compare, arch=arch)
     except AptPlanError as exc:
         module.fail_json(msg=str(exc))
+    if module.params["details"]:
+        add_details(plan, known, arch)
     module.exit_json(changed=False, backend=backend, **plan)
 
 

@@ -29,6 +29,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.apt import (
     matches,
     parse_dpkg,
     parse_policy,
+    parse_show,
     parse_spec,
     plan_packages,
     version_compare,
@@ -492,3 +493,40 @@ def test_version_compare_agrees_with_dpkg(a, b):
                               stderr=subprocess.DEVNULL, check=False).returncode == 0
     expected = 0 if dpkg_says("eq") else (1 if dpkg_says("gt") else -1)
     assert version_compare(a, b) == expected
+
+
+# --- apt-cache show ---------------------------------------------------------------------------------------
+
+UBUNTU_SHOW = fixture("ubuntu2204-nvidia-headless.show.txt")
+
+
+def test_parse_show_reads_summary_and_depends_of_the_real_transitional_package():
+    records = parse_show(UBUNTU_SHOW)
+    assert records["nvidia-headless-535-server"] == {"535.309.01-0ubuntu0.22.04.2": {
+        "summary": "NVIDIA headless metapackage (transitional package)",
+        "depends": ["nvidia-headless-580-server"]}}
+    assert records["nvidia-headless-580-server"]["580.178.04-0ubuntu0.22.04.1"]["depends"] == [
+        "nvidia-headless-no-dkms-580-server", "nvidia-dkms-580-server"]
+
+
+def test_parse_show_lists_each_name_once_without_constraints():
+    depends = parse_show(UBUNTU_SHOW)["nvidia-headless-no-dkms-580-server"]["580.178.04-0ubuntu0.22.04.1"]["depends"]
+    assert depends == ["nvidia-kernel-common-580-server", "nvidia-kernel-source-580-server",
+                       "libnvidia-compute-580-server", "nvidia-compute-utils-580-server", "libnvidia-cfg1-580-server"]
+
+
+def test_parse_show_alternatives_pre_depends_and_continuations():
+    text = ("Package: foo\nVersion: 1.0-1\nPre-Depends: dpkg (>= 1.17)\nDepends: bar:any | baz (>= 2), dpkg\n"
+            "Description: first line\n second line\n\nPackage: foo\nVersion: 1.0-1\nDescription: duplicate\n")
+    assert parse_show(text) == {"foo": {"1.0-1": {"summary": "first line", "depends": ["dpkg", "bar", "baz"]}}}
+
+
+@pytest.mark.parametrize("text", ["Reading package lists...\nnot a stanza\n", "Foo: bar\n"])
+def test_parse_show_refuses_other_text(text):
+    with pytest.raises(AptParseError):
+        parse_show(text)
+
+
+def test_parse_show_of_nothing_is_empty():
+    assert parse_show("") == {}
+    assert parse_show("N: Unable to locate package foo\n") == {}

@@ -374,3 +374,41 @@ def test_backend_apt_cache_still_compares_with_apt_pkg_when_present(monkeypatch,
                                   cuda_answers())
     assert len(commands.calls) == 2 and result["backend"] == "apt-cache"
     assert "version_compare" in fake_apt_pkg.calls and "Cache" not in fake_apt_pkg.calls
+
+
+# --- details (summary and depends, to tell a transitional package) ----------------------------------------
+
+UBUNTU_SHOW = (FIXTURES / "ubuntu2204-nvidia-headless.show.txt").read_text(encoding="utf-8")
+UBUNTU_POLICY = """nvidia-headless-535-server:
+  Installed: (none)
+  Candidate: 535.309.01-0ubuntu0.22.04.2
+  Version table:
+     535.309.01-0ubuntu0.22.04.2 500
+        500 http://archive.example/ubuntu jammy-updates/restricted amd64 Packages
+nvidia-headless-580-server:
+  Installed: (none)
+  Candidate: 580.178.04-0ubuntu0.22.04.1
+  Version table:
+     580.178.04-0ubuntu0.22.04.1 500
+        500 http://archive.example/ubuntu jammy-updates/restricted amd64 Packages
+"""
+
+
+def test_details_come_from_apt_cache_show(monkeypatch, capsys):
+    answers = {"apt-cache policy": (0, UBUNTU_POLICY, ""), "dpkg-query --show": (1, "", ""),
+               "apt-cache show": (0, UBUNTU_SHOW, "")}
+    result, commands = run_module(monkeypatch, capsys, {
+        "packages": ["nvidia-headless-535-server=535.*", "nvidia-headless-580-server"], "details": True}, answers)
+    assert commands.calls[-1][0] == ["/usr/bin/apt-cache", "show", "nvidia-headless-535-server",
+                                     "nvidia-headless-580-server"]
+    old, new = result["packages"]["nvidia-headless-535-server"], result["packages"]["nvidia-headless-580-server"]
+    assert old["summary"] == "NVIDIA headless metapackage (transitional package)"
+    assert old["depends"] == ["nvidia-headless-580-server"]
+    assert new["depends"] == ["nvidia-headless-no-dkms-580-server", "nvidia-dkms-580-server"]
+
+
+def test_without_details_no_show_and_no_fields(monkeypatch, capsys):
+    answers = {"apt-cache policy": (0, UBUNTU_POLICY, ""), "dpkg-query --show": (1, "", "")}
+    result, commands = run_module(monkeypatch, capsys, {"packages": ["nvidia-headless-535-server"]}, answers)
+    assert len(commands.calls) == 2
+    assert "summary" not in result["packages"]["nvidia-headless-535-server"]
