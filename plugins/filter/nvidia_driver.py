@@ -1,15 +1,19 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.node contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The NVIDIA driver's reboot decision: whether the node must reboot to run the installed driver.
+"""The NVIDIA driver's decisions: whether the node must reboot to run the installed driver, and which packages
+apt offers only as transitional packages of a retired branch.
 
-The filter is documented beside this file, in ``nvidia_driver_reboot_reason.yml``. The driver's package names
+The filters are documented beside this file, in ``nvidia_driver_reboot_reason.yml`` and
+``nvidia_driver_transitional.yml``. The driver's package names
 per platform are data in the nvidia_driver role's ``vars/`` files, not code.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
+
+import re
 
 from ansible.errors import AnsibleFilterError
 
@@ -39,10 +43,46 @@ def nvidia_driver_reboot_reason(gpu, installed_version, in_container=False):
     return ""
 
 
+# Canonical's and Debian's descriptions: "NVIDIA headless metapackage (transitional package)",
+# "Transitional package for nvidia-fabricmanager-dev-510", "... (transitional dummy package)".
+TRANSITIONAL_SUMMARY = re.compile(r"\btransitional\b", re.IGNORECASE)
+
+
+def nvidia_driver_transitional(packages, other_branches):
+    """The packages of an apt_plan result (with details) that are transitional packages, with the reason.
+
+    ``packages`` is ``apt_plan``'s ``packages`` (name -> wanted, candidate, summary, depends);
+    ``other_branches`` the names of other branches' packages. A package is transitional when its summary says
+    so, or when it depends on another branch's package: Ubuntu's 570 fabric manager depends on the 580 one
+    without saying so. Returns a list of ``{name, version, reason}`` in name order; a package without records
+    (missing, or apt_plan run without details) is never reported.
+    """
+    if not isinstance(packages, dict):
+        raise AnsibleFilterError("nvidia_driver_transitional expects the packages of a gpufleet.node.apt_plan result")
+    other = set(other_branches or [])
+    found = []
+    for name in sorted(packages):
+        entry = packages[name] or {}
+        summary, depends = entry.get("summary"), entry.get("depends") or []
+        version = entry.get("wanted") or entry.get("candidate")
+        successors = [dep for dep in depends if dep in other]
+        if summary and TRANSITIONAL_SUMMARY.search(summary):
+            reason = "its description says %r" % summary
+            if successors:
+                reason += " and it depends on %s" % ", ".join(successors)
+        elif successors:
+            reason = "it depends on %s, of another branch" % ", ".join(successors)
+        else:
+            continue
+        found.append({"name": name, "version": version, "reason": reason})
+    return found
+
+
 class FilterModule(object):
     """gpufleet.node driver filters."""
 
     def filters(self):
         return {
             "nvidia_driver_reboot_reason": nvidia_driver_reboot_reason,
+            "nvidia_driver_transitional": nvidia_driver_transitional,
         }

@@ -5,7 +5,7 @@ import pytest
 
 from .platform import facts_for, render
 
-UBUNTU_22 = facts_for("Ubuntu", "22.04")
+UBUNTU_22 = dict(facts_for("Ubuntu", "22.04"), kernel="5.15.0-204-generic")
 DEBIAN_12 = facts_for("Debian", "12")
 
 
@@ -19,7 +19,7 @@ def driver(facts, expression, **settings):
      ["nvidia-fabricmanager-535", "libnvidia-nscq-535"]),
     ("distro", "open", ["nvidia-headless-535-server-open", "nvidia-utils-535-server"], "nvidia-utils-535-server",
      ["nvidia-fabricmanager-535", "libnvidia-nscq-535"]),
-    ("distro", "signed", ["linux-modules-nvidia-535-server-generic", "nvidia-headless-no-dkms-535-server",
+    ("distro", "signed", ["linux-modules-nvidia-535-server-5.15.0-204-generic", "nvidia-headless-no-dkms-535-server",
                           "nvidia-utils-535-server"], "nvidia-utils-535-server",
      ["nvidia-fabricmanager-535", "libnvidia-nscq-535"]),
     ("ppa", "server", ["nvidia-headless-535", "nvidia-utils-535"], "nvidia-utils-535", []),
@@ -34,10 +34,19 @@ def test_ubuntu_2204(source, flavour, packages, main, fabricmanager):
     assert driver(UBUNTU_22, "__nvidia_driver_fabricmanager_packages", **settings) == fabricmanager
 
 
-def test_signed_modules_follow_the_kernel_flavour():
-    packages = driver(facts_for("Ubuntu", "20.04"), "__nvidia_driver_packages", nvidia_driver_flavour="signed",
-                      nvidia_driver_kernel_flavour="aws")
-    assert packages[0] == "linux-modules-nvidia-535-server-aws"
+def test_signed_modules_are_those_of_the_running_kernel():
+    """Canonical's linux-modules-nvidia-<br>-server-generic follows the GA kernel and pulls its newest linux-image
+    (jammy-updates: Depends linux-modules-nvidia-580-server-5.15.0-204-generic); on an HWE kernel (6.8 on 22.04)
+    the GPUs would have no module after the reboot. The default is the running kernel's package."""
+    hwe = dict(UBUNTU_22, kernel="6.8.0-149-generic")
+    packages = driver(hwe, "__nvidia_driver_packages", nvidia_driver_flavour="signed", nvidia_driver_branch="580")
+    assert packages[0] == "linux-modules-nvidia-580-server-6.8.0-149-generic"
+
+
+def test_signed_modules_may_follow_a_kernel_flavour():
+    packages = driver(UBUNTU_22, "__nvidia_driver_packages", nvidia_driver_flavour="signed",
+                      nvidia_driver_kernel_flavour="generic-hwe-22.04", nvidia_driver_branch="580")
+    assert packages[0] == "linux-modules-nvidia-580-server-generic-hwe-22.04"
 
 
 def test_debian_12_headless_compute_set():
@@ -98,3 +107,65 @@ def test_exact_version_glob_and_branch_glob():
 
 def test_an_unknown_platform_offers_no_source():
     assert driver(facts_for("Rocky", "9.4"), "__nvidia_driver_sources") == {}
+
+
+def test_preferences_keep_each_source_to_its_origin():
+    """NVIDIA's cuda-<distro>.pin pins its repository by the label "NVIDIA CUDA"; Canonical builds the same
+    names (nvidia-fabricmanager-535 535.309.01-0ubuntu0.22.04.2 sorts above NVIDIA's 535.x-1)."""
+    assert driver(UBUNTU_22, "__nvidia_driver_foreign_release", nvidia_driver_source="distro") == "l=NVIDIA CUDA"
+    assert driver(UBUNTU_22, "__nvidia_driver_foreign_release", nvidia_driver_source="cuda_repo") == "o=Ubuntu"
+    assert driver(DEBIAN_12, "__nvidia_driver_foreign_release", nvidia_driver_source="cuda_repo") == "o=Debian"
+
+
+def test_every_branch_offered_has_a_lifecycle():
+    lifecycle = driver(UBUNTU_22, "__nvidia_driver_branch_lifecycle")
+    for facts in (UBUNTU_22, DEBIAN_12, facts_for("Ubuntu", "24.04")):
+        for source, data in driver(facts, "__nvidia_driver_sources").items():
+            assert set(data["branches"]) <= set(lifecycle), (facts["distribution_version"], source)
+    assert lifecycle["535"]["end_of_life"] == "June 2026"
+    assert driver(UBUNTU_22, "__nvidia_driver_current_branch") in lifecycle
+
+
+# Ubuntu's unit, from nvidia-compute-utils-580-server 580.178.04-0ubuntu0.22.04.1 (jammy-updates restricted),
+# /lib/systemd/system/nvidia-persistenced.service.
+UBUNTU_PERSISTENCED = """[Unit]
+Description=NVIDIA Persistence Daemon
+Wants=syslog.target
+StopWhenUnneeded=true
+Before=systemd-backlight@backlight:nvidia_0.service
+
+[Service]
+Type=forking
+ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --no-persistence-mode --verbose
+ExecStopPost=/bin/rm -rf /var/run/nvidia-persistenced
+"""
+# NVIDIA's template (github.com/NVIDIA/nvidia-persistenced, init/systemd/nvidia-persistenced.service.template).
+NVIDIA_PERSISTENCED = """[Unit]
+Description=NVIDIA Persistence Daemon
+Wants=syslog.target
+
+[Service]
+Type=forking
+ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced
+ExecStopPost=/bin/rm -rf /var/run/nvidia-persistenced
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def _persistenced(unit_text, expression):
+    return driver(UBUNTU_22, expression, __nvidia_driver_persistenced_fragment={"stdout": "FragmentPath=/lib/systemd/system/nvidia-persistenced.service"},
+                  __nvidia_driver_persistenced_packaged={"content": __import__("base64").b64encode(unit_text.encode()).decode()})
+
+
+def test_ubuntu_unit_gets_a_drop_in_and_a_wants_link():
+    assert _persistenced(UBUNTU_PERSISTENCED, "__nvidia_driver_persistenced_exec") == (
+        "/usr/bin/nvidia-persistenced --user nvidia-persistenced --no-persistence-mode --verbose")
+    assert _persistenced(UBUNTU_PERSISTENCED, "__nvidia_driver_persistenced_needs_dropin") is True
+    assert _persistenced(UBUNTU_PERSISTENCED, "__nvidia_driver_persistenced_static") is True
+
+
+def test_nvidia_unit_needs_neither():
+    assert _persistenced(NVIDIA_PERSISTENCED, "__nvidia_driver_persistenced_needs_dropin") is False
+    assert _persistenced(NVIDIA_PERSISTENCED, "__nvidia_driver_persistenced_static") is False

@@ -1,0 +1,97 @@
+"""apt_source_components over the source files real systems have.
+
+* Debian 12 as its installer leaves it: a one-line ``/etc/apt/sources.list`` with ``main non-free-firmware``
+  (deb822 ``debian.sources`` is the installer's default only from Debian 13; Debian's release notes for
+  bookworm, "non-free-firmware" section). The old role edited only ``debian.sources`` and failed here.
+* Debian's container images: deb822 ``/etc/apt/sources.list.d/debian.sources``; the old regular expression
+  ``\\bnon-free\\b`` matched inside ``non-free-firmware``, so ``main non-free-firmware`` never gained ``non-free``.
+* Ubuntu 22.04: one-line ``sources.list`` with ``main restricted`` / ``universe`` / ``multiverse`` lines;
+  Ubuntu 24.04: deb822 ``ubuntu.sources``.
+"""
+import re
+
+import pytest
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.node.plugins.filter.apt_sources import apt_source_components
+
+DRIVER = ["main", "contrib", "non-free", "non-free-firmware"]
+
+DEBIAN_INSTALLER = """#deb cdrom:[Debian GNU/Linux 12.5.0 _Bookworm_ - Official amd64 NETINST with firmware 20240210-11:27]/ bookworm contrib main non-free-firmware
+
+deb http://mirror.example/debian/ bookworm main non-free-firmware
+deb-src http://mirror.example/debian/ bookworm main non-free-firmware
+
+deb http://security.example/debian-security bookworm-security main non-free-firmware
+deb-src http://security.example/debian-security bookworm-security main non-free-firmware
+
+# bookworm-updates, to get updates before a point release is made;
+deb http://mirror.example/debian/ bookworm-updates main non-free-firmware
+deb [signed-by=/usr/share/keyrings/docker.gpg] https://docker.example/linux/debian bookworm stable
+"""
+
+DEBIAN_CONTAINER = """Types: deb
+URIs: http://mirror.example/debian
+Suites: bookworm bookworm-updates
+Components: main non-free-firmware
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://mirror.example/debian-security
+Suites: bookworm-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+"""
+
+
+def test_one_line_sources_list_of_the_installer_gains_contrib_and_non_free():
+    result = apt_source_components(DEBIAN_INSTALLER, "bookworm", DRIVER)
+    assert result["entries"] == 5
+    lines = result["content"].split("\n")
+    assert "deb http://mirror.example/debian/ bookworm main non-free-firmware contrib non-free" in lines
+    assert "deb http://security.example/debian-security bookworm-security main non-free-firmware contrib non-free" in lines
+    # The cdrom comment and the third-party repository for the same release stay as they were.
+    assert lines[0] == DEBIAN_INSTALLER.split("\n")[0]
+    assert "deb [signed-by=/usr/share/keyrings/docker.gpg] https://docker.example/linux/debian bookworm stable" in lines
+
+
+def test_non_free_firmware_is_not_non_free_in_deb822():
+    result = apt_source_components(DEBIAN_CONTAINER, "bookworm", DRIVER)
+    components = re.findall(r"^Components: (.*)$", result["content"], flags=re.MULTILINE)
+    assert components == ["main non-free-firmware contrib non-free", "main contrib non-free non-free-firmware"]
+    assert result["entries"] == 2
+
+
+def test_nothing_missing_means_the_same_text():
+    done = apt_source_components(DEBIAN_INSTALLER, "bookworm", DRIVER)["content"]
+    assert apt_source_components(done, "bookworm", DRIVER)["content"] == done
+    deb822 = apt_source_components(DEBIAN_CONTAINER, "bookworm", DRIVER)["content"]
+    assert apt_source_components(deb822, "bookworm", DRIVER)["content"] == deb822
+
+
+def test_other_releases_and_disabled_stanzas_are_left_alone():
+    text = ("deb http://m/debian bullseye main\n\nTypes: deb\nURIs: http://m/debian\nSuites: bookworm\n"
+            "Components: main\nEnabled: no\n")
+    assert apt_source_components(text.split("\n\n")[0] + "\n", "bookworm", DRIVER)["entries"] == 0
+    result = apt_source_components(text.split("\n\n")[1], "bookworm", DRIVER)
+    assert result == {"content": text.split("\n\n")[1], "entries": 0}
+
+
+def test_ubuntu_one_line_and_deb822():
+    jammy = ("deb http://archive.example/ubuntu jammy main restricted\n"
+             "deb http://archive.example/ubuntu jammy-updates main restricted\n"
+             "deb http://archive.example/ubuntu jammy universe\n")
+    result = apt_source_components(jammy, "jammy", ["main", "restricted", "multiverse"])
+    assert result["entries"] == 2
+    assert result["content"].split("\n")[0] == "deb http://archive.example/ubuntu jammy main restricted multiverse"
+    assert result["content"].split("\n")[2] == "deb http://archive.example/ubuntu jammy universe"
+    noble = ("Types: deb\nURIs: http://archive.example/ubuntu\nSuites: noble noble-updates noble-backports\n"
+             "Components: main restricted universe multiverse\n"
+             "Signed-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg\n")
+    assert apt_source_components(noble, "noble", ["main", "restricted", "multiverse"]) == {"content": noble, "entries": 1}
+
+
+@pytest.mark.parametrize("args", [(None, "bookworm", DRIVER), ("", "", DRIVER), ("", "bookworm", "main")])
+def test_bad_arguments(args):
+    with pytest.raises(AnsibleFilterError):
+        apt_source_components(*args)
