@@ -94,10 +94,19 @@ def test_every_offered_branch_but_the_chosen_one_is_forbidden():
 def test_ubuntu_2404_has_no_branch_535():
     """NVIDIA's support matrix: branch 535 is not supported on Ubuntu 24.04; 550, 570 and 580 are."""
     noble = facts_for("Ubuntu", "24.04")
-    for source in ("distro", "ppa", "cuda_repo"):
+    for source in ("ppa", "cuda_repo"):
         branches = driver(noble, "__nvidia_driver_sources[%r].branches" % source)
         assert branches == ["550", "570", "580"], source
+    # Canonical's archive (noble-updates restricted) has no 550-server; its 535-server is transitional.
+    assert driver(noble, "__nvidia_driver_sources['distro'].branches") == ["570", "580"]
     assert "535" in driver(UBUNTU_22, "__nvidia_driver_sources['distro'].branches")
+
+
+def test_ubuntu_2004_archive_stops_at_570():
+    """focal-updates/-security restricted: nvidia-headless-535-server 535.247.01 (a real driver), 550, 570; no 580."""
+    focal = facts_for("Ubuntu", "20.04")
+    assert driver(focal, "__nvidia_driver_sources['distro'].branches") == ["535", "550", "570"]
+    assert "580" in driver(focal, "__nvidia_driver_sources['cuda_repo'].branches")
 
 
 def test_exact_version_glob_and_branch_glob():

@@ -37,7 +37,12 @@ def test_held_package_survives_upgrade(host):
 
 
 def test_sources_and_guard(host):
-    assert "non-free" in host.file("/etc/apt/sources.list.d/debian.sources").content_string
+    # Debian 12 as installed: one-line sources.list with "main non-free-firmware" (prepare.yml); contrib and
+    # non-free are added as whole words (the old regular expression took non-free-firmware for non-free).
+    sources = host.file("/etc/apt/sources.list").content_string
+    entries = [line.split() for line in sources.splitlines() if line.startswith("deb ")]
+    assert entries and all({"main", "contrib", "non-free", "non-free-firmware"} <= set(entry[3:]) for entry in entries)
+    assert not host.file("/etc/apt/sources.list.d/debian.sources").exists
     dump = host.check_output("apt-config dump Unattended-Upgrade::Package-Blacklist")
     patterns = re.findall(r'^Unattended-Upgrade::Package-Blacklist:: "(.*)";$', dump, re.M)
     for name in PACKAGES:
