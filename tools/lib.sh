@@ -8,7 +8,7 @@ VENV="$ROOT/.venv"
 # Where the image inputs and the built root filesystem are cached across clones of the project.
 IMAGE_CACHE="${GPUFLEET_IMAGE_CACHE:-/var/cache/gpufleet-node}"
 IMAGE_REPO="gpufleet-node"
-IMAGE_TAG_STABLE="$IMAGE_REPO:bookworm"
+IMAGE_TAG_STABLE="$IMAGE_REPO:debian12"
 export ROOT CACHE VENV IMAGE_CACHE IMAGE_REPO IMAGE_TAG_STABLE
 
 # Ansible keeps its files in the project cache, not in /root.
@@ -28,7 +28,7 @@ export GPUFLEET_WHEELHOUSE="$CACHE/wheelhouse"
 # pip without the machine's noise about index locations that are absent.
 pip_quiet() { "$VENV/bin/pip" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
 
-# Starts a node container: systemd as PID 1 with default capabilities (no --privileged), host network and
+# Starts a node container (NODE_OS=ubuntu2204 etc. picks the image; default debian12): systemd as PID 1 with default capabilities (no --privileged), host network and
 # cgroup namespace, the cgroup tree read-only, tmpfs on /run, /run/lock and /tmp, the stand-in mirror and the
 # wheelhouse bound read-only, and a fresh host directory of its own, $CACHE/pci/NAME, bound read-write at
 # /sys/bus/pci/devices for the emulated PCI devices (tests/emulator). The same containers as Molecule's
@@ -40,7 +40,7 @@ run_node() {
   docker run -d --name "$name" --network host --cgroupns host -v /sys/fs/cgroup:/sys/fs/cgroup:ro \
     --tmpfs /run --tmpfs /run/lock --tmpfs /tmp -v "$GPUFLEET_MIRROR_DIR:/srv/gpufleet-mirror:ro" -v "$GPUFLEET_WHEELHOUSE:/srv/gpufleet-wheels:ro" \
     -v "$pci:/sys/bus/pci/devices" \
-    "$@" "$IMAGE_TAG_STABLE" >/dev/null
+    "$@" "$IMAGE_REPO:${NODE_OS:-debian12}" >/dev/null
 }
 
 # Removes node containers started by run_node, and their PCI directories: rm_node NAME...
