@@ -79,3 +79,101 @@ def render(role, facts, expression, **overrides):
     variables.update(overrides)
     variables["ansible_facts"] = facts
     return templar(variables).template(trusted(expression))
+
+
+def role_variables(role, facts, **overrides):
+    """The role's defaults, vars/main.yml and platform file (trusted, as Ansible loads them), then ``overrides``."""
+    variables = {}
+    for path in (ROLES / role / "defaults" / "main.yml", ROLES / role / "vars" / "main.yml", platform_file(role, facts)):
+        if path.is_file():
+            variables.update(trusted(load(path)))
+    variables.update(overrides)
+    variables["ansible_facts"] = facts
+    return variables
+
+
+def find_task(role, file, name):
+    """The task named ``name`` in the role's tasks/``file`` (inside a block too), with the conditions of its block."""
+    def walk(tasks, inherited):
+        for item in tasks or []:
+            conditions = inherited + as_list(item.get("when"))
+            if item.get("name") == name:
+                return dict(item, when=conditions)
+            if "block" in item:
+                found = walk(item["block"], conditions)
+                if found:
+                    return found
+        return None
+    found = walk(load(ROLES / role / "tasks" / file), [])
+    if found is None:
+        raise AssertionError("no task %r in roles/%s/tasks/%s" % (name, role, file))
+    return found
+
+
+def as_list(value):
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def truth(value):
+    """A rendered condition as a bool (ansible-core before 2.19 renders templates to strings)."""
+    if isinstance(value, str):
+        return value.strip() == "True"
+    return bool(value)
+
+
+def task_fires(role, file, name, facts, **overrides):
+    """Whether the task's ``when`` holds (all its conditions) with the role's data, the task's vars and ``overrides``
+    (registered results and settings), rendered as Ansible renders them."""
+    task = find_task(role, file, name)
+    variables = role_variables(role, facts)
+    variables.update(trusted(task.get("vars") or {}))
+    variables.update(overrides)
+    variables["ansible_facts"] = facts
+    return all(truth(templar(variables).template(trusted("{{ (%s) }}" % condition))) for condition in task["when"])
+
+
+def task_message(role, file, name, facts, **overrides):
+    """The ``msg`` of a fail or debug task, rendered with the same variables as task_fires, on one line."""
+    task = find_task(role, file, name)
+    variables = role_variables(role, facts)
+    variables.update(trusted(task.get("vars") or {}))
+    variables.update(overrides)
+    variables["ansible_facts"] = facts
+    module = next(value for key, value in task.items() if key.startswith("ansible.builtin."))
+    return " ".join(str(templar(variables).template(trusted(module["msg"]))).split())
+
+
+def render_template(role, name, facts, **overrides):
+    """The role's templates/``name`` rendered as the template module renders it (trim_blocks), managed header
+    included."""
+    variables = role_variables(role, facts, ansible_managed="Ansible managed", **overrides)
+    text = (ROLES / role / "templates" / name).read_text(encoding="utf-8")
+    return templar(variables).template(trusted(text), escape_backslashes=False,
+                                       overrides={"trim_blocks": True, "lstrip_blocks": False})
+
+
+def apt_stanzas(text):
+    """The stanzas of an apt preferences file, in order, as dicts (comments left out)."""
+    stanzas = []
+    for paragraph in text.split("\n\n"):
+        fields = {}
+        for line in paragraph.splitlines():
+            if line.startswith("#") or not line.strip():
+                continue
+            key, _, value = line.partition(":")
+            fields[key.strip()] = value.strip()
+        if fields:
+            stanzas.append(fields)
+    return stanzas
+
+
+def failures_that_fire(role, file, facts, **overrides):
+    """The names of the fail tasks of tasks/``file`` whose ``when`` holds: what the file refuses, whatever its tasks
+    are called."""
+    names = []
+    for task in load(ROLES / role / "tasks" / file):
+        if "ansible.builtin.fail" in task and task_fires(role, file, task["name"], facts, **overrides):
+            names.append(task["name"])
+    return names
