@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from .platform import FACTS, ROLES, ROOT, common_vars, facts_for, load, platform_file
+from .platform import FACTS, ROLES, ROOT, common_vars, facts_for, load, platform_file, render
 
 PLATFORMS = common_vars()["__common_platforms"]
 ALL_ROLES = sorted(p for p in ROLES.iterdir() if (p / "meta" / "main.yml").is_file())
@@ -72,3 +72,15 @@ def test_every_role_loads_its_platform_data_first():
 
 def test_facts_cover_the_list():
     assert {(p["distribution"], p["version"]) for p in PLATFORMS} <= set(FACTS)
+
+
+def test_release_tables_cover_the_list():
+    """Data kept per release: the first CUDA release NVIDIA's repository has on each platform's path (the path as
+    _nvidia_repo computes it), and each Ubuntu release's GA kernel series (baseline's HWE headers metapackage)."""
+    first_releases = load(ROLES / "cuda" / "vars" / "Debian.yml")["__cuda_repo_first_releases"]
+    ga_kernels = load(ROLES / "baseline" / "vars" / "Ubuntu.yml")["__baseline_ubuntu_ga_kernels"]
+    for platform in PLATFORMS:
+        facts = facts_for(platform["distribution"], platform["version"])
+        assert render("_nvidia_repo", facts, "{{ __nvidia_repo_distro }}") in first_releases, platform
+        if platform["distribution"] == "Ubuntu":
+            assert re.match(r"^[0-9]+\.[0-9]+$", ga_kernels[platform["version"]]), platform
