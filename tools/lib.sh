@@ -8,6 +8,9 @@ VENV="$ROOT/.venv"
 # Where the image inputs and the built root filesystem are cached across clones of the project.
 IMAGE_CACHE="${GPUFLEET_IMAGE_CACHE:-/var/cache/gpufleet-node}"
 IMAGE_REPO="gpufleet-node"
+# The node images (tools/node-image.sh), one per OS a node can run: gpufleet-node:<os>. debian12 is the default
+# (also tagged gpufleet-node:bookworm, its earlier name).
+NODE_OS_CHOICES=(debian12 ubuntu2004 ubuntu2204 ubuntu2404)
 IMAGE_TAG_STABLE="$IMAGE_REPO:debian12"
 export ROOT CACHE VENV IMAGE_CACHE IMAGE_REPO IMAGE_TAG_STABLE
 
@@ -28,19 +31,25 @@ export GPUFLEET_WHEELHOUSE="$CACHE/wheelhouse"
 # pip without the machine's noise about index locations that are absent.
 pip_quiet() { "$VENV/bin/pip" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
 
-# Starts a node container (NODE_OS=ubuntu2204 etc. picks the image; default debian12): systemd as PID 1 with default capabilities (no --privileged), host network and
-# cgroup namespace, the cgroup tree read-only, tmpfs on /run, /run/lock and /tmp, the stand-in mirror and the
-# wheelhouse bound read-only, and a fresh host directory of its own, $CACHE/pci/NAME, bound read-write at
-# /sys/bus/pci/devices for the emulated PCI devices (tests/emulator). The same containers as Molecule's
-# (extensions/molecule/create.yml).
+# Starts a node container: run_node [--os OS] NAME [docker run options]. OS (or env NODE_OS; default debian12) is
+# one of NODE_OS_CHOICES and picks the image gpufleet-node:OS (tools/node-image.sh OS builds it). systemd as PID 1
+# with default capabilities (no --privileged), host network and cgroup namespace, the cgroup tree read-only, tmpfs
+# on /run, /run/lock and /tmp, the stand-in mirror and the wheelhouse bound read-only, and a fresh host directory
+# of its own, $CACHE/pci/NAME, bound read-write at /sys/bus/pci/devices for the emulated PCI devices
+# (tests/emulator). The same containers as Molecule's (extensions/molecule/create.yml).
 run_node() {
-  local name=$1; shift
+  local os=${NODE_OS:-debian12}
+  if [[ ${1:-} == --os ]]; then os=${2:?run_node --os needs an OS}; shift 2; fi
+  [[ " ${NODE_OS_CHOICES[*]} " == *" $os "* ]] || die "run_node: unknown node OS '$os'; choose one of ${NODE_OS_CHOICES[*]}"
+  docker image inspect "$IMAGE_REPO:$os" >/dev/null 2>&1 \
+    || die "run_node: no image $IMAGE_REPO:$os; build it with tools/node-image.sh $os"
+  local name=${1:?run_node needs a container name}; shift
   local pci="$CACHE/pci/$name"
   rm -rf "$pci" && mkdir -p "$pci"
   docker run -d --name "$name" --network host --cgroupns host -v /sys/fs/cgroup:/sys/fs/cgroup:ro \
-    --tmpfs /run --tmpfs /run/lock --tmpfs /tmp -v "$GPUFLEET_MIRROR_DIR:/srv/gpufleet-mirror:ro" -v "$GPUFLEET_WHEELHOUSE:/srv/gpufleet-wheels:ro" \
-    -v "$pci:/sys/bus/pci/devices" \
-    "$@" "$IMAGE_REPO:${NODE_OS:-debian12}" >/dev/null
+    --tmpfs /run --tmpfs /run/lock --tmpfs /tmp -v "$GPUFLEET_MIRROR_DIR:/srv/gpufleet-mirror:ro" \
+    -v "$GPUFLEET_WHEELHOUSE:/srv/gpufleet-wheels:ro" -v "$pci:/sys/bus/pci/devices" \
+    "$@" "$IMAGE_REPO:$os" >/dev/null
 }
 
 # Removes node containers started by run_node, and their PCI directories: rm_node NAME...
@@ -82,8 +91,8 @@ stage() { printf '\n==> %s\n' "$*"; }
 info() { printf '    %s\n' "$*"; }
 die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
 
-# Hash of the given files' contents (and names), for cache keys.
 # Seconds since the given epoch second, for stage timings.
 since() { echo $(( $(date +%s) - $1 )); }
 
+# Hash of the given files' contents (and names), for cache keys.
 hash_files() { (for f in "$@"; do printf '%s\n' "$f"; cat "$f"; done) | sha256sum | cut -c1-12; }
