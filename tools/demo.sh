@@ -37,6 +37,7 @@ up() {
   local pairs=()
   for node in "${NODES[@]}"; do pairs+=("$node=${PROFILE[$node]}"); done
   emulated_inventory "$INVENTORY" "${pairs[@]}"
+  mkdir -p "$DEMO/group_vars" && cp tools/demo-versions.yml "$DEMO/group_vars/gpu_nodes.yml"
   stage "Installing the nvidia-smi emulator on each node (the fleet has no real GPUs)"
   ANSIBLE_INJECT_FACT_VARS=false ansible-playbook -i "$INVENTORY" tools/demo-emulate.yml >"$DEMO/emulate.log" \
     || { tail -20 "$DEMO/emulate.log"; die "emulator install failed"; }

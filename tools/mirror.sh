@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds the local signed apt mirror of stand-in NVIDIA packages (tests/mirror) into the cache, once per
-# change of its inputs. Scenarios bind it read-only at /srv/gpufleet-mirror and serve it on 127.0.0.1.
+# change of its inputs: one repository per distribution path NVIDIA publishes (cuda/<distribution>/x86_64) and
+# the nccl-tests tag tarball at GitHub's path (NVIDIA/nccl-tests/archive/refs/tags/). Scenarios bind it read-only
+# at /srv/gpufleet-mirror and serve it on 127.0.0.1.
 source "$(dirname "$0")/lib.sh"
 
-key=$(hash_files "$ROOT/tests/mirror/build_mirror.py" "$ROOT/tests/mirror/packages.json" \
-  "$ROOT"/tests/mirror/nccl-tests-standin/Makefile "$ROOT"/tests/mirror/nccl-tests-standin/src/*)
+mapfile -t standin < <(find "$ROOT/tests/mirror/nccl-tests-standin" -type f -not -path '*/__pycache__/*' | sort)
+key=$(hash_files "$ROOT/tests/mirror/build_mirror.py" "$ROOT/tests/mirror/packages.json" "${standin[@]}")
 if [[ -f "$GPUFLEET_MIRROR_DIR/.key" && "$(cat "$GPUFLEET_MIRROR_DIR/.key")" == "$key" ]]; then
   info "stand-in apt mirror is current ($GPUFLEET_MIRROR_DIR)"
   exit 0

@@ -11,12 +11,16 @@ Configuration, read at every call:
   ``$GPUFLEET_EMULATOR_DELAY_MS``, else ``/etc/gpufleet-emulator/delay_ms``, else 0;
 * faults: ``/etc/gpufleet-emulator/inactive_links``, lines of ``<gpu index> <link>`` to report inactive.
 
-Persistence mode is reported on while ``nvidia-persistenced`` runs (as the real daemon turns it on), or when
-``/etc/gpufleet-emulator/persistence`` says so.
+Persistence mode is reported as the real daemon leaves it: "Enabled" while an ``nvidia-persistenced`` process
+runs without ``--no-persistence-mode`` (the daemon turns persistence mode on for every device at start unless
+given that option, which forces it off: github.com/NVIDIA/nvidia-persistenced, option-table.h and the manual page
+nvidia-persistenced.1.m4; options.c parses ``--persistence-mode`` / ``--no-persistence-mode`` in order, so the
+last one given wins), "Disabled" otherwise. The processes are read from ``/proc/*/cmdline``,
+so a unit that runs the daemon with the option (Ubuntu's nvidia-compute-utils package does) reports "Disabled".
+``/etc/gpufleet-emulator/persistence`` (non-empty) forces "Enabled", as ``nvidia-smi -pm 1`` would.
 """
 import json
 import os
-import subprocess
 import sys
 import time
 import uuid as uuid_module
@@ -35,16 +39,48 @@ def read_config(name, default=None):
         return default
 
 
-def persistence_mode():
-    """'Enabled' while nvidia-persistenced runs (or when the config forces it), else 'Disabled'."""
+PROC = "/proc"
+DAEMON = "nvidia-persistenced"
+
+
+def daemon_arguments(proc=PROC):
+    """The arguments of every running nvidia-persistenced (the program, or a script run through its interpreter)."""
+    found = []
+    try:
+        entries = os.listdir(proc)
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(os.path.join(proc, entry, "cmdline"), "rb") as handle:
+                argv = [part.decode("utf-8", "replace") for part in handle.read().split(b"\0") if part]
+        except OSError:
+            continue
+        for position in (0, 1):   # argv[0], or argv[1] after an interpreter (the stand-in is a script)
+            if len(argv) > position and os.path.basename(argv[position]) == DAEMON:
+                found.append(argv[position + 1:])
+                break
+    return found
+
+
+def persistence_on(arguments):
+    """Whether the daemon run with these arguments keeps persistence mode on (its default)."""
+    enabled = True
+    for argument in arguments:
+        if argument == "--persistence-mode":
+            enabled = True
+        elif argument == "--no-persistence-mode":
+            enabled = False
+    return enabled
+
+
+def persistence_mode(proc=PROC):
+    """'Enabled' while nvidia-persistenced runs without --no-persistence-mode (or the config forces it)."""
     if read_config("persistence"):
         return "Enabled"
-    try:
-        active = subprocess.run(["systemctl", "is-active", "--quiet", "nvidia-persistenced.service"],
-                                check=False, timeout=5).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        active = False
-    return "Enabled" if active else "Disabled"
+    return "Enabled" if any(persistence_on(arguments) for arguments in daemon_arguments(proc)) else "Disabled"
 
 
 def load_profile():

@@ -1,18 +1,30 @@
 """Builds the local, signed apt mirror of stand-in packages the tests install (test-only code).
 
-NVIDIA's repositories are not reachable from the bench, so packages with NVIDIA's real names and version
-strings are built here from tests/mirror/packages.json: each installs small stand-in files (a `nvcc` that
-prints the real version text, a `nvidia-smi` that fails the way the real one does without a kernel module).
+NVIDIA's repositories are not reachable from the bench, so packages with NVIDIA's real names, version strings
+and file paths are built here from the tables of tests/mirror/packages.json. Each installs small stand-in files
+(an `nvcc` that prints the real version text, a `nvidia-smi` that fails the way the real one does without a kernel
+module, the persistence daemon's unit as the real package ships it).
 
-The repository is laid out like NVIDIA's CUDA repository, a flat one per distribution and architecture
-(`<out>/cuda/debian12/x86_64/` with `Packages`, `Release`, `InRelease`, `Release.gpg`), signed with a
-throwaway ed25519 key made for the build. The public key is `<repo dir>/gpufleet-test.pub` and its
-fingerprint `<out>/fingerprint`. It also packs the nccl-tests stand-in (tests/mirror/nccl-tests-standin, the real
-build interface and output format) as `<out>/nccl-tests/nccl-tests-standin.tar.gz`, as a mirror would serve
-NVIDIA's nccl-tests release tarball.
+The mirror is laid out like NVIDIA's CUDA repository: one flat repository per distribution and architecture,
+`<out>/cuda/<distribution>/x86_64/` with `Packages`, `Packages.gz`, `Release`, `InRelease` and `Release.gpg`,
+and each path holds only what NVIDIA publishes there (CUDA 12.1 on ubuntu2204, nothing before 12.3 on debian12).
+The Release file has the fields NVIDIA's repository tooling writes (github.com/NVIDIA/cuda-repo-management,
+repo-debian.sh: `Origin: NVIDIA`, `Label: NVIDIA CUDA`, the architecture, the date, MD5Sum/SHA1/SHA256 of
+Packages and Packages.gz, `Acquire-By-Hash: no`); it is signed with a throwaway ed25519 key made for the build, whose
+public key is `<repo dir>/gpufleet-test.pub` and fingerprint `<out>/fingerprint`.
+
+It also packs the nccl-tests stand-in (tests/mirror/nccl-tests-standin: the real build interface and output
+format) the way GitHub serves a tag tarball: `<out>/NVIDIA/nccl-tests/archive/refs/tags/<tag>.tar.gz`, unpacking
+into `nccl-tests-<tag without the v>/`.
 
     python3 tests/mirror/build_mirror.py OUT_DIR
+
+Where each table comes from is in tests/unit/stand_ins/ (one test per stand-in, each naming its sources).
 """
+import email.utils
+import gzip
+import hashlib
+import io
 import json
 import os
 import pathlib
@@ -23,7 +35,225 @@ import tarfile
 import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
+ARCH = "amd64"
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
 
+
+def load_spec():
+    return json.loads((HERE / "packages.json").read_text())
+
+
+# --- the tables, expanded into packages ------------------------------------------------------------------------
+
+def _file(spec, name, **substitutions):
+    entry = dict(spec["files"][name])
+    for key, value in substitutions.items():
+        entry["content"] = entry["content"].replace("@%s@" % key.upper(), value)
+    return entry
+
+
+NVCC_TEXT = """nvcc: NVIDIA (R) Cuda compiler driver
+Copyright (c) {copyright} NVIDIA Corporation
+Built on {built_on}
+Cuda compilation tools, release {release}, V{nvcc}
+Build {build}
+"""
+
+NVCC = """#!/bin/sh
+# stand-in nvcc (gpufleet.node tests): prints what the real {version} nvcc prints
+case "$1" in
+  --version|-V)
+    cat <<'TEXT'
+{text}TEXT
+    ;;
+  *) echo "nvcc stand-in: only --version" >&2; exit 1 ;;
+esac
+"""
+
+
+def nvcc_text(toolkit):
+    """What the real nvcc of this toolkit prints for --version."""
+    return NVCC_TEXT.format(**toolkit)
+
+
+def toolkit_packages(toolkit):
+    release, dashed = toolkit["release"], toolkit["release"].replace(".", "-")
+    prefix = "/usr/local/cuda-%s" % release
+    cudart = "libcudart.so.%s" % toolkit["cudart"]
+    version_json = json.dumps({"cuda": {"name": "CUDA SDK", "version": toolkit["version"].split("-")[0]},
+                               "cuda_nvcc": {"name": "CUDA NVCC", "version": toolkit["nvcc"]},
+                               "cuda_cudart": {"name": "CUDA Runtime (cudart)", "version": toolkit["cudart"]}},
+                              indent=3) + "\n"
+    return [{
+        "name": "cuda-toolkit-%s" % dashed, "version": toolkit["version"], "section": "multiverse/devel",
+        "files": {
+            prefix + "/bin/nvcc": {"content": NVCC.format(version=toolkit["version"].split("-")[0],
+                                                             text=nvcc_text(toolkit)),
+                                   "mode": "0755"},
+            prefix + "/version.json": {"content": version_json},
+            prefix + "/targets/x86_64-linux/lib/" + cudart: {"content": ""},
+        },
+        "links": {
+            prefix + "/lib64": "targets/x86_64-linux/lib",
+            prefix + "/targets/x86_64-linux/lib/libcudart.so.12": cudart,
+        },
+    }]
+
+
+def toolkit_metapackages(spec, distribution):
+    """The unversioned `cuda-toolkit` and `cuda` at the newest release of the path (never installed by the roles)."""
+    result = []
+    for meta in spec["toolkit_metapackages"]:
+        if meta["distribution"] != distribution:
+            continue
+        toolkit = next(t for t in spec["toolkits"] if t["release"] == meta["release"])
+        dashed, upstream = meta["release"].replace(".", "-"), toolkit["version"].split("-")[0]
+        result += [
+            {"name": "cuda-toolkit", "version": toolkit["version"],
+             "depends": "cuda-toolkit-%s (>= %s)" % (dashed, upstream)},
+            {"name": "cuda", "version": toolkit["version"],
+             "depends": "cuda-toolkit-%s (>= %s), cuda-drivers (>= %s)" % (dashed, upstream, meta["drivers_at_least"])},
+        ]
+    return result
+
+
+def nccl_packages(build):
+    upstream = build["version"].split("-")[0]
+    major, minor, patch = upstream.split(".")
+    version = "%s+cuda%s" % (build["version"], build["cuda"])
+    return [
+        {"name": "libnccl2", "version": version, "section": "libs",
+         "files": {LIBDIR + "/libnccl.so." + upstream: {"content": ""}},
+         "links": {LIBDIR + "/libnccl.so.2": "libnccl.so." + upstream}},
+        {"name": "libnccl-dev", "version": version, "section": "libdevel", "depends": "libnccl2 (= %s)" % version,
+         "files": {"/usr/include/nccl.h": {"content": "/* stand-in nccl.h (gpufleet.node tests) */\n#define NCCL_MAJOR %s\n"
+                                                        "#define NCCL_MINOR %s\n#define NCCL_PATCH %s\n"
+                                                        "#define NCCL_SUFFIX \"\"\n" % (major, minor, patch)}},
+         "links": {LIBDIR + "/libnccl.so": "libnccl.so.2"}},
+    ]
+
+
+def cudnn_packages(build):
+    upstream = build["version"].split("-")[0]
+    short = ".".join(upstream.split(".")[:3])
+    major = upstream.split(".")[0]
+    if build["kind"] == "libcudnn8":
+        version = "%s+cuda%s" % (build["version"], build["cuda"])
+        return [
+            {"name": "libcudnn8", "version": version, "section": "libs",
+             "files": {LIBDIR + "/libcudnn.so." + short: {"content": ""}},
+             "links": {LIBDIR + "/libcudnn.so.8": "libcudnn.so." + short}},
+            {"name": "libcudnn8-dev", "version": version, "section": "libdevel",
+             "depends": "libcudnn8 (= %s)" % version,
+             "files": {"/usr/include/x86_64-linux-gnu/cudnn_version_v8.h": {
+                 "content": "/* stand-in (gpufleet.node tests) */\n#define CUDNN_MAJOR 8\n#define CUDNN_MINOR %s\n"
+                            "#define CUDNN_PATCHLEVEL %s\n" % tuple(short.split(".")[1:3])}}},
+        ]
+    # cuDNN 9 is named per CUDA major release: libcudnn9-cuda-12, its headers and -dev package.
+    suffix = build["kind"].split("libcudnn%s" % major)[1]
+    version = build["version"]
+    return [
+        {"name": "libcudnn%s%s" % (major, suffix), "version": version, "section": "libs",
+         "files": {LIBDIR + "/libcudnn.so." + short: {"content": ""}},
+         "links": {LIBDIR + "/libcudnn.so.%s" % major: "libcudnn.so." + short}},
+        {"name": "libcudnn%s-headers%s" % (major, suffix), "version": version, "section": "libdevel",
+         "files": {"/usr/include/x86_64-linux-gnu/cudnn_version_v%s.h" % major: {
+             "content": "/* stand-in (gpufleet.node tests) */\n#define CUDNN_MAJOR %s\n#define CUDNN_MINOR %s\n"
+                        "#define CUDNN_PATCHLEVEL %s\n" % tuple(short.split("."))}}},
+        {"name": "libcudnn%s-dev%s" % (major, suffix), "version": version, "section": "libdevel",
+         "depends": "libcudnn%s%s (= %s), libcudnn%s-headers%s (= %s)" % (major, suffix, version, major, suffix,
+                                                                             version)},
+    ]
+
+
+def driver_packages(spec, driver):
+    """NVIDIA's driver packages of one release, as NVIDIA's Ubuntu repository builds them (Canonical's packaging).
+
+    cuda-drivers-<branch> depends on the branch's packages at the release or newer (>=); nvidia-driver-<branch>
+    on each of them at exactly its own version; the package names of a branch provide and conflict with the
+    unversioned names (nvidia-utils, nvidia-persistenced, ...) so two branches never install together. Fabric
+    manager and NSCQ carry the branch in their names up to 575 and not from 580 on (they then provide the
+    branch-named name), and have their own revision.
+    """
+    packaging = spec["driver_packaging"]
+    branch, upstream = driver["branch"], driver["version"]
+    own = "%s-%s" % (upstream, packaging["driver_revision"])
+    meta = "%s-%s" % (upstream, packaging["metapackage_revision"][branch])
+    fm = "%s-%s" % (upstream, packaging["fabricmanager_revision"])
+    unversioned_fm = int(branch) >= int(packaging["unversioned_fabricmanager_from"])
+    files = {
+        "smi": _file(spec, "nvidia-smi"),
+        "persistenced": _file(spec, "nvidia-persistenced"),
+        "unit": _file(spec, "nvidia-persistenced.service/canonical"),
+        "fm": _file(spec, "nv-fabricmanager", upstream=upstream),
+        "fm_unit": _file(spec, "nvidia-fabricmanager.service"),
+    }
+    fm_name = "nvidia-fabricmanager" if unversioned_fm else "nvidia-fabricmanager-%s" % branch
+    nscq_name = "libnvidia-nscq" if unversioned_fm else "libnvidia-nscq-%s" % branch
+    return [
+        {"name": "libnvidia-compute-%s" % branch, "version": own, "section": "non-free/libs",
+         "provides": "libnvidia-compute, libnvidia-ml.so.1 (= %s), libcuda.so.1 (= %s)" % (own, own),
+         "conflicts": "libnvidia-compute", "replaces": "libnvidia-compute",
+         "files": {LIBDIR + "/libnvidia-ml.so." + upstream: {"content": ""},
+                   LIBDIR + "/libcuda.so." + upstream: {"content": ""}},
+         "links": {LIBDIR + "/libnvidia-ml.so.1": "libnvidia-ml.so." + upstream,
+                   LIBDIR + "/libcuda.so.1": "libcuda.so." + upstream}},
+        {"name": "nvidia-utils-%s" % branch, "version": own, "section": "non-free/libs",
+         "provides": "nvidia-utils, nvidia-smi", "conflicts": "nvidia-utils, nvidia-smi",
+         "replaces": "nvidia-utils, nvidia-smi",
+         "files": {"/usr/bin/nvidia-smi": files["smi"]}},
+        {"name": "nvidia-compute-utils-%s" % branch, "version": own, "section": "non-free/libs",
+         "depends": "libnvidia-compute-%s" % branch,
+         "provides": "nvidia-compute-utils, nvidia-persistenced",
+         "conflicts": "nvidia-compute-utils, nvidia-persistenced",
+         "replaces": "nvidia-compute-utils, nvidia-persistenced",
+         "files": {"/usr/bin/nvidia-persistenced": files["persistenced"],
+                   "/lib/systemd/system/nvidia-persistenced.service": files["unit"]}},
+        {"name": "nvidia-driver-%s" % branch, "version": own, "section": "non-free/libs",
+         "depends": ", ".join("%s-%s (= %s)" % (name, branch, own)
+                              for name in ("libnvidia-compute", "nvidia-compute-utils", "nvidia-utils"))},
+        {"name": "cuda-drivers-%s" % branch, "version": meta, "section": "multiverse/devel",
+         "depends": ", ".join("%s-%s (>= %s)" % (name, branch, upstream)
+                              for name in ("libnvidia-compute", "nvidia-compute-utils", "nvidia-driver",
+                                           "nvidia-utils"))},
+        {"name": fm_name, "version": fm, "section": "multiverse/devel",
+         "provides": ("nvidia-fabricmanager-%s" % branch) if unversioned_fm else "nvidia-fabricmanager",
+         "conflicts": "" if unversioned_fm else "nvidia-fabricmanager",
+         "replaces": "" if unversioned_fm else "nvidia-fabricmanager",
+         "files": {"/usr/bin/nv-fabricmanager": files["fm"],
+                   "/lib/systemd/system/nvidia-fabricmanager.service": files["fm_unit"],
+                   "/usr/share/nvidia/nvswitch/fabricmanager.cfg": {"content": "# stand-in (gpufleet.node tests)\n"}}},
+        {"name": nscq_name, "version": fm, "section": "multiverse/devel",
+         "provides": ("libnvidia-nscq-%s" % branch) if unversioned_fm else "",
+         "files": {LIBDIR + "/libnvidia-nscq.so." + upstream: {"content": ""}}},
+    ]
+
+
+def packages_for(spec, distribution):
+    """Every package of one distribution path, as dictionaries build_deb takes."""
+    packages = []
+    for toolkit in spec["toolkits"]:
+        if distribution in toolkit["distributions"]:
+            packages += toolkit_packages(toolkit)
+    packages += toolkit_metapackages(spec, distribution)
+    for build in spec["nccl"]:
+        if distribution in build["distributions"]:
+            packages += nccl_packages(build)
+    for build in spec["cudnn"]:
+        if distribution in build["distributions"]:
+            packages += cudnn_packages(build)
+    drivers = [driver for driver in spec["drivers"] if distribution in driver["distributions"]]
+    for driver in drivers:
+        packages += driver_packages(spec, driver)
+    if drivers:
+        newest = max(drivers, key=lambda driver: [int(part) for part in driver["version"].split(".")])
+        meta = "%s-%s" % (newest["version"], spec["driver_packaging"]["metapackage_revision"][newest["branch"]])
+        packages.append({"name": "cuda-drivers", "version": meta, "section": "multiverse/devel",
+                         "depends": "cuda-drivers-%s (= %s)" % (newest["branch"], meta)})
+    return packages
+
+
+# --- building ---------------------------------------------------------------------------------------------------
 
 def build_deb(work, pool, package):
     root = work / ("%s_%s" % (package["name"], package["version"]))
@@ -31,7 +261,7 @@ def build_deb(work, pool, package):
     control = [
         "Package: %s" % package["name"],
         "Version: %s" % package["version"],
-        "Architecture: %s" % package.get("architecture", "amd64"),
+        "Architecture: %s" % package.get("architecture", ARCH),
         "Maintainer: gpufleet.node tests <tests@gpufleet.invalid>",
         "Section: %s" % package.get("section", "multiverse/devel"),
         "Priority: optional",
@@ -50,22 +280,38 @@ def build_deb(work, pool, package):
         target = root / link.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
         os.symlink(source, target)
-    name = "%s_%s_%s.deb" % (package["name"], package["version"], package.get("architecture", "amd64"))
-    deb = pool / name
-    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zxz", "--build", str(root), str(deb)], check=True,
+    name = "%s_%s_%s.deb" % (package["name"], package["version"], package.get("architecture", ARCH))
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zxz", "--build", str(root), str(pool / name)], check=True,
                    stdout=subprocess.DEVNULL)
+
+
+def release_text(repo, architecture):
+    """A Release file with the fields and layout of NVIDIA's (cuda-repo-management, repo-debian.sh)."""
+    files = [repo / "Packages", repo / "Packages.gz"]
+    lines = ["Origin: NVIDIA", "Label: NVIDIA CUDA", "Architecture: %s" % architecture,
+             "Date: %s" % email.utils.formatdate(usegmt=True)]
+    for title, algorithm, width in (("MD5Sum", "md5", 48), ("SHA1", "sha1", 40), ("SHA256", "sha256", 16)):
+        lines.append(title + ":")
+        for path in files:
+            data = path.read_bytes()
+            lines.append(" %s %*d %s" % (hashlib.new(algorithm, data).hexdigest(), width, len(data), path.name))
+    lines.append("Acquire-By-Hash: no")
+    return "\n".join(lines) + "\n"
 
 
 def sign(repo, gnupg_home, key_id):
     gpg = ["gpg", "--homedir", str(gnupg_home), "--batch", "--yes", "--local-user", key_id]
     subprocess.run(gpg + ["--clearsign", "-o", str(repo / "InRelease"), str(repo / "Release")], check=True)
-    subprocess.run(gpg + ["-abs", "-o", str(repo / "Release.gpg"), str(repo / "Release")], check=True)
+    subprocess.run(gpg + ["--armor", "--detach-sign", "-o", str(repo / "Release.gpg"), str(repo / "Release")],
+                   check=True)
 
 
-def pack_nccl_tests(out):
-    """A reproducible tarball of the nccl-tests stand-in, one top-level directory like a release tarball."""
+def nccl_tests_tarball(spec):
+    """(URL path, bytes) of the nccl-tests stand-in packed like GitHub's tag tarball: one top-level directory
+    nccl-tests-<tag without its leading v>, reproducible (owner root, mtime 0, sorted)."""
+    tag = spec["nccl_tests"]["tag"]
+    top = "nccl-tests-" + (tag[1:] if tag.startswith("v") else tag)
     source = HERE / "nccl-tests-standin"
-    (out / "nccl-tests").mkdir()
 
     def normalise(info):
         info.uid = info.gid = 0
@@ -73,15 +319,22 @@ def pack_nccl_tests(out):
         info.mtime = 0
         return info
 
-    with tarfile.open(out / "nccl-tests" / "nccl-tests-standin.tar.gz", "w:gz") as tar:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        tar.add(source, arcname=top, recursive=False, filter=normalise)
         for path in sorted(source.rglob("*")):
-            tar.add(path, arcname="nccl-tests-standin/" + str(path.relative_to(source)), recursive=False,
-                    filter=normalise)
+            if "__pycache__" in path.parts:
+                continue
+            tar.add(path, arcname="%s/%s" % (top, path.relative_to(source)), recursive=False, filter=normalise)
+    packed = io.BytesIO()
+    with gzip.GzipFile(fileobj=packed, mode="wb", mtime=0) as stream:
+        stream.write(raw.getvalue())
+    return "NVIDIA/nccl-tests/archive/refs/tags/%s.tar.gz" % tag, packed.getvalue()
 
 
 def main(out):
     out = pathlib.Path(out).resolve()
-    spec = json.loads((HERE / "packages.json").read_text())
+    spec = load_spec()
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -95,28 +348,26 @@ def main(out):
         fingerprint = next(line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:"))
         armored = subprocess.run(["gpg", "--homedir", str(gnupg_home), "--armor", "--export", fingerprint],
                                  check=True, capture_output=True, text=True).stdout
-        for repo_path, packages in spec["repositories"].items():
+        for repo_path, repository in spec["repositories"].items():
             repo = out / repo_path
             repo.mkdir(parents=True)
             with tempfile.TemporaryDirectory() as work:
-                for package in packages:
+                for package in packages_for(spec, repository["distribution"]):
                     build_deb(pathlib.Path(work), repo, package)
             packages_index = subprocess.run(["apt-ftparchive", "packages", "."], cwd=repo, check=True,
                                             capture_output=True, text=True).stdout
             (repo / "Packages").write_text(packages_index)
-            subprocess.run("gzip -9kn Packages", shell=True, cwd=repo, check=True)
-            release = subprocess.run(
-                ["apt-ftparchive", "-o", "APT::FTPArchive::Release::Origin=gpufleet-test",
-                 "-o", "APT::FTPArchive::Release::Label=gpufleet-test", "release", "."],
-                cwd=repo, check=True, capture_output=True, text=True).stdout
-            (repo / "Release").write_text(release)
+            subprocess.run(["gzip", "-9kn", "Packages"], cwd=repo, check=True)
+            (repo / "Release").write_text(release_text(repo, pathlib.PurePath(repo_path).name))
             sign(repo, gnupg_home, fingerprint)
             (repo / "gpufleet-test.pub").write_text(armored)
         (out / "fingerprint").write_text(fingerprint + "\n")
-        pack_nccl_tests(out)
+        url_path, tarball = nccl_tests_tarball(spec)
+        (out / url_path).parent.mkdir(parents=True)
+        (out / url_path).write_bytes(tarball)
     finally:
         shutil.rmtree(gnupg_home, ignore_errors=True)
-    print("mirror built in %s (key %s)" % (out, fingerprint))
+    print("mirror built in %s (key %s): %s" % (out, fingerprint, ", ".join(spec["repositories"])))
 
 
 if __name__ == "__main__":

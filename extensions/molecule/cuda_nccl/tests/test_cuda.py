@@ -1,13 +1,12 @@
-"""cuda: the versioned toolkits side by side, never the unversioned metapackages, /usr/local/cuda through
-alternatives, nvcc on PATH, libraries in the linker's path, cuDNN for 12.1, all held."""
+"""cuda: the versioned toolkits side by side (12.4 and 12.3, what NVIDIA's debian12 path has), never the
+unversioned metapackages, /usr/local/cuda through alternatives, nvcc on PATH, libraries in the linker's path,
+all held."""
 import pytest
 
 
 @pytest.mark.parametrize("name, version", [
-    ("cuda-toolkit-12-1", "12.1.1-1"),
-    ("cuda-toolkit-12-2", "12.2.2-1"),
-    ("libcudnn8", "8.9.0.131-1+cuda12.1"),
-    ("libcudnn8-dev", "8.9.0.131-1+cuda12.1"),
+    ("cuda-toolkit-12-4", "12.4.1-1"),
+    ("cuda-toolkit-12-3", "12.3.2-1"),
 ])
 def test_installed_and_held(host, name, version):
     assert host.package(name).version == version
@@ -24,23 +23,23 @@ def test_metapackages_are_pinned_away(host):
     assert "Candidate: (none)" in host.check_output("apt-cache policy cuda")
 
 
-def test_usr_local_cuda_is_the_12_1_alternative(host):
-    assert host.file("/usr/local/cuda").linked_to == "/usr/local/cuda-12.1"
+def test_usr_local_cuda_is_the_12_4_alternative(host):
+    assert host.file("/usr/local/cuda").linked_to == "/usr/local/cuda-12.4"
     query = host.check_output("update-alternatives --query cuda")
-    assert "Alternative: /usr/local/cuda-12.2" in query
+    assert "Alternative: /usr/local/cuda-12.3" in query
     assert "Status: manual" in query
 
 
 @pytest.mark.parametrize("nvcc, release", [
-    ("/usr/local/cuda-12.1/bin/nvcc", "Cuda compilation tools, release 12.1, V12.1.105"),
-    ("/usr/local/cuda-12.2/bin/nvcc", "Cuda compilation tools, release 12.2, V12.2.140"),
+    ("/usr/local/cuda-12.4/bin/nvcc", "Cuda compilation tools, release 12.4, V12.4.131"),
+    ("/usr/local/cuda-12.3/bin/nvcc", "Cuda compilation tools, release 12.3, V12.3.107"),
 ])
 def test_each_nvcc_reports_its_release(host, nvcc, release):
     assert release in host.check_output("%s --version" % nvcc)
 
 
 def test_login_shell_finds_nvcc(host):
-    assert "release 12.1," in host.check_output("bash -lc 'nvcc --version'")
+    assert "release 12.4," in host.check_output("bash -lc 'nvcc --version'")
 
 
 def test_linker_searches_the_cuda_libraries(host):
@@ -52,4 +51,4 @@ def test_linker_searches_the_cuda_libraries(host):
 
 def test_unattended_upgrades_guard(host):
     guard = host.file("/etc/apt/apt.conf.d/52gpufleet-cuda").content_string
-    assert '"^cuda\\-toolkit\\-12\\-1$";' in guard
+    assert '"^cuda\\-toolkit\\-12\\-4$";' in guard

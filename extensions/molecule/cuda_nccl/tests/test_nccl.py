@@ -1,24 +1,25 @@
-"""nccl: the newest build for CUDA 12.1 (not the newer +cuda12.2 one), held; /etc/nccl.conf; the repository
-shared with cuda as one signed entry; nccl-tests built from the mirror's tarball."""
+"""nccl: the newest build for CUDA 12.4 (not the older 2.20.5 one, nor the newer +cuda12.6 build), held;
+/etc/nccl.conf; the repository shared with cuda as one signed entry; nccl-tests built from the stand-in of
+GitHub's tag tarball (which unpacks into nccl-tests-2.13.9/) in a directory named after the tarball."""
 import pytest
 
-VERSION = "2.18.3-1+cuda12.1"
+VERSION = "2.21.5-1+cuda12.4"
 
 
 @pytest.mark.parametrize("name", ["libnccl2", "libnccl-dev"])
-def test_newest_build_for_12_1_and_held(host, name):
+def test_newest_build_for_12_4_and_held(host, name):
     assert host.package(name).version == VERSION
     assert host.check_output("dpkg-query -W -f '${Status}' %s" % name).startswith("hold ")
 
 
 def test_header_matches(host):
     header = host.file("/usr/include/nccl.h").content_string
-    assert "#define NCCL_MINOR 18" in header and "#define NCCL_PATCH 3" in header
+    assert "#define NCCL_MINOR 21" in header and "#define NCCL_PATCH 5" in header
 
 
 def test_builds_for_other_cuda_are_pinned_away(host):
     policy = host.check_output("apt-cache policy libnccl2")
-    assert "2.19.3-1+cuda12.2 -1" in policy
+    assert "2.22.3-1+cuda12.6 -1" in policy
     assert "Candidate: %s" % VERSION in policy
 
 
@@ -37,19 +38,21 @@ def test_one_signed_entry_for_the_repository(host):
 
 
 def test_nccl_tests_built(host):
-    binary = host.file("/opt/gpufleet/nccl-tests/nccl-tests-standin/build/all_reduce_perf")
+    assert host.file("/opt/gpufleet/nccl-tests/v2.13.9/Makefile").is_file
+    assert not host.file("/opt/gpufleet/nccl-tests/nccl-tests-2.13.9").exists
+    binary = host.file("/opt/gpufleet/nccl-tests/v2.13.9/build/all_reduce_perf")
     assert binary.is_file and binary.mode & 0o111
     assert "# Avg bus bandwidth" in host.check_output(binary.path + " -b 1M -e 1M -g 2")
 
 
 def test_hold_survives_upgrade_even_without_the_pin(host):
-    """Without the pin, 2.19.3+cuda12.2 is the newest libnccl2; only the hold keeps apt upgrade from taking it."""
+    """Without the pin, 2.22.3+cuda12.6 is the newest libnccl2; only the hold keeps apt upgrade from taking it."""
     prefs = "/etc/apt/preferences.d/gpufleet-nccl"
     host.run_expect([0], "mv %s /root/nccl-prefs.away" % prefs)
     try:
-        assert "Candidate: 2.19.3-1+cuda12.2" in host.check_output("apt-cache policy libnccl2")
+        assert "Candidate: 2.22.3-1+cuda12.6" in host.check_output("apt-cache policy libnccl2")
         host.run_expect([0], "DEBIAN_FRONTEND=noninteractive apt-get -y -q upgrade")
         assert host.package("libnccl2").version == VERSION
-        assert host.package("cuda-toolkit-12-1").version == "12.1.1-1"
+        assert host.package("cuda-toolkit-12-4").version == "12.4.1-1"
     finally:
         host.run_expect([0], "mv /root/nccl-prefs.away %s" % prefs)
