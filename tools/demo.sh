@@ -5,6 +5,8 @@
 #   tools/demo.sh down     remove the fleet's containers
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT" || exit 1
+# The demo fleet runs Ubuntu 22.04, the OS of the how-to articles this collection replaces.
+export NODE_OS=${NODE_OS:-ubuntu2204}
 
 # Each node and the GPU hardware its nvidia-smi emulator replays (tests/emulator/profiles).
 declare -A PROFILE=(
@@ -22,7 +24,7 @@ down() {
 }
 
 up() {
-  stage "Bringing up the demo fleet: ${NODES[*]} (systemd containers of $IMAGE_TAG_STABLE)"
+  stage "Bringing up the demo fleet: ${NODES[*]} (systemd containers of $IMAGE_REPO:$NODE_OS)"
   local node
   for node in "${NODES[@]}"; do
     if [[ "$(docker inspect -f '{{.State.Running}}' "$node" 2>/dev/null)" == true ]]; then
@@ -37,7 +39,6 @@ up() {
   local pairs=()
   for node in "${NODES[@]}"; do pairs+=("$node=${PROFILE[$node]}"); done
   emulated_inventory "$INVENTORY" "${pairs[@]}"
-  mkdir -p "$DEMO/group_vars" && cp tools/demo-versions.yml "$DEMO/group_vars/gpu_nodes.yml"
   stage "Installing the nvidia-smi emulator on each node (the fleet has no real GPUs)"
   ANSIBLE_INJECT_FACT_VARS=false ansible-playbook -i "$INVENTORY" tools/demo-emulate.yml >"$DEMO/emulate.log" \
     || { tail -20 "$DEMO/emulate.log"; die "emulator install failed"; }

@@ -64,9 +64,18 @@ rm_node() {
 # Writes an inventory of emulated node containers: emulated_inventory FILE NODE=PROFILE... . The driver, CUDA
 # and NCCL come from NVIDIA's repository as an air-gapped fleet gets them, from a mirror: here the stand-in
 # mirror of tests/mirror, served on 127.0.0.1 by tools/demo-emulate.yml (tests/mirror/serve.yml); torch from the
-# offline wheelhouse. Each node's emulated PCI tree is at its own /sys/bus/pci/devices (run_node).
+# offline wheelhouse. Each node's emulated PCI tree is at its own /sys/bus/pci/devices (run_node). The nodes run
+# NODE_OS (default debian12), which decides the repository path and what it offers: ubuntu2204 has CUDA 12.1 (the
+# product's target); debian12 starts at 12.3, so there the newest release, 12.4, which the emulated 535 drivers
+# (CUDA 12.2) run by minor-version compatibility. The wheelhouse's torch is built for Python 3.11: Ubuntu 22.04
+# nodes use its python3.11 (tools/demo-emulate.yml installs it from the archive).
 emulated_inventory() {
-  local file=$1 pair; shift
+  local file=$1 pair os=${NODE_OS:-debian12} cuda; shift
+  case $os in
+    debian12) cuda=12.4 ;;
+    ubuntu2204) cuda=12.1 ;;
+    *) die "emulated_inventory: the stand-in mirror has no path for $os (debian12, ubuntu2204)" ;;
+  esac
   {
     echo "gpu_nodes:"
     echo "  vars:"
@@ -74,9 +83,11 @@ emulated_inventory() {
     echo "    ansible_python_interpreter: /usr/bin/python3"
     echo "    nvidia_driver_source: cuda_repo"
     echo "    nvidia_repo_url: http://127.0.0.1:18535/cuda"
-    echo "    nvidia_repo_key_url: http://127.0.0.1:18535/cuda/debian12/x86_64/gpufleet-test.pub"
+    echo "    nvidia_repo_key_url: http://127.0.0.1:18535/cuda/$os/x86_64/gpufleet-test.pub"
     echo "    nvidia_repo_key_fingerprint: $(cat "$GPUFLEET_MIRROR_DIR/fingerprint")"
+    echo "    cuda_version: '$cuda'"
     echo "    pytorch_version: '2.13.0'        # the CPU build in the wheelhouse (tools/wheelhouse.sh)"
+    [[ $os == debian12 ]] || echo "    pytorch_python: /usr/bin/python3.11"
     echo "    pytorch_cuda_version: ''"
     echo "    pytorch_torchvision_version: ''"
     echo "    pytorch_no_index: true"

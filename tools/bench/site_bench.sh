@@ -13,7 +13,6 @@ rm_node "$node"
 run_node "$node"
 trap 'rm_node '"$node" EXIT
 emulated_inventory "$work/inventory.yml" "$node=hgx-a100-8gpu"
-mkdir -p "$work/group_vars" && cp tools/demo-versions.yml "$work/group_vars/gpu_nodes.yml"
 export ANSIBLE_INJECT_FACT_VARS=false ANSIBLE_PIPELINING=true
 ansible-playbook -i "$work/inventory.yml" tools/demo-emulate.yml >"$work/emulate.log"
 

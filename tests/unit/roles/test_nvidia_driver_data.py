@@ -178,3 +178,19 @@ def test_ubuntu_unit_gets_a_drop_in_and_a_wants_link():
 def test_nvidia_unit_needs_neither():
     assert _persistenced(NVIDIA_PERSISTENCED, "__nvidia_driver_persistenced_needs_dropin") is False
     assert _persistenced(NVIDIA_PERSISTENCED, "__nvidia_driver_persistenced_static") is False
+
+
+def test_nvidia_repository_names_fabric_manager_without_the_branch_from_580():
+    """NVIDIA's ubuntu2204 repository: nvidia-fabricmanager-535 (Provides/Conflicts nvidia-fabricmanager) up to
+    575; from 580 the package is nvidia-fabricmanager 580.65.06-1 (providing nvidia-fabricmanager-580), and
+    `apt-get install nvidia-fabricmanager-580=580.65.06-1` fails (NVIDIA/gpu-driver-container#451)."""
+    repo = {"nvidia_driver_source": "cuda_repo"}
+    assert driver(UBUNTU_22, "__nvidia_driver_fabricmanager_packages", nvidia_driver_branch="580", **repo) == [
+        "nvidia-fabricmanager", "libnvidia-nscq"]
+    assert driver(UBUNTU_22, "__nvidia_driver_fabricmanager_packages", nvidia_driver_branch="535", **repo) == [
+        "nvidia-fabricmanager-535", "libnvidia-nscq-535"]
+    # Choosing 535, the unversioned (580+) names are never installed; choosing 580, the 535 names are not.
+    assert {"nvidia-fabricmanager", "libnvidia-nscq"} <= set(driver(UBUNTU_22, "__nvidia_driver_forbid", **repo))
+    forbid_580 = driver(UBUNTU_22, "__nvidia_driver_forbid", nvidia_driver_branch="580", **repo)
+    assert "nvidia-fabricmanager-535" in forbid_580 and "nvidia-fabricmanager" not in forbid_580
+    assert "nvidia-fabricmanager" in driver(UBUNTU_22, "__nvidia_driver_pin", nvidia_driver_branch="580", **repo)
