@@ -10,7 +10,7 @@
 #   ubuntu-keyring package, reduced to the archive signing keys pinned below and checked against them, so that
 #   debootstrap really checks the Release signature. Sources as a server has them: main restricted universe
 #   multiverse for the suite, -updates and -security (one-line sources.list on 20.04 and 22.04, deb822
-#   ubuntu.sources with Signed-By on 24.04, as Ubuntu's installer writes them).
+#   ubuntu.sources with Signed-By on 24.04; the installer splits the one-line form into a line per component group).
 source "$(dirname "$0")/lib.sh"
 
 # Ubuntu Archive Automatic Signing Key (2012) and (2018): the keys that sign the archive's Release files. The

@@ -87,9 +87,9 @@ def toolkit_packages(toolkit):
     return [{
         "name": "cuda-toolkit-%s" % dashed, "version": toolkit["version"], "section": "multiverse/devel",
         "files": {
-            prefix + "/bin/nvcc": {"content": NVCC.format(version=toolkit["version"].split("-")[0],
-                                                             text=nvcc_text(toolkit)),
-                                   "mode": "0755"},
+            prefix + "/bin/nvcc": {
+                "content": NVCC.format(version=toolkit["version"].split("-")[0], text=nvcc_text(toolkit)),
+                "mode": "0755"},
             prefix + "/version.json": {"content": version_json},
             prefix + "/targets/x86_64-linux/lib/" + cudart: {"content": ""},
         },
@@ -126,9 +126,10 @@ def nccl_packages(build):
          "files": {LIBDIR + "/libnccl.so." + upstream: {"content": ""}},
          "links": {LIBDIR + "/libnccl.so.2": "libnccl.so." + upstream}},
         {"name": "libnccl-dev", "version": version, "section": "libdevel", "depends": "libnccl2 (= %s)" % version,
-         "files": {"/usr/include/nccl.h": {"content": "/* stand-in nccl.h (gpufleet.node tests) */\n#define NCCL_MAJOR %s\n"
-                                                        "#define NCCL_MINOR %s\n#define NCCL_PATCH %s\n"
-                                                        "#define NCCL_SUFFIX \"\"\n" % (major, minor, patch)}},
+         "files": {"/usr/include/nccl.h": {
+             "content": "/* stand-in nccl.h (gpufleet.node tests) */\n#define NCCL_MAJOR %s\n"
+                        "#define NCCL_MINOR %s\n#define NCCL_PATCH %s\n"
+                        "#define NCCL_SUFFIX \"\"\n" % (major, minor, patch)}},
          "links": {LIBDIR + "/libnccl.so": "libnccl.so.2"}},
     ]
 
@@ -161,8 +162,8 @@ def cudnn_packages(build):
              "content": "/* stand-in (gpufleet.node tests) */\n#define CUDNN_MAJOR %s\n#define CUDNN_MINOR %s\n"
                         "#define CUDNN_PATCHLEVEL %s\n" % tuple(short.split("."))}}},
         {"name": "libcudnn%s-dev%s" % (major, suffix), "version": version, "section": "libdevel",
-         "depends": "libcudnn%s%s (= %s), libcudnn%s-headers%s (= %s)" % (major, suffix, version, major, suffix,
-                                                                             version)},
+         "depends": "libcudnn%s%s (= %s), libcudnn%s-headers%s (= %s)" % (
+             major, suffix, version, major, suffix, version)},
     ]
 
 

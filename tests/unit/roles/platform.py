@@ -162,7 +162,7 @@ def apt_stanzas(text):
         for line in paragraph.splitlines():
             if line.startswith("#") or not line.strip():
                 continue
-            key, _, value = line.partition(":")
+            key, _sep, value = line.partition(":")
             fields[key.strip()] = value.strip()
         if fields:
             stanzas.append(fields)

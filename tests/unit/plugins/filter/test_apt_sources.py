@@ -17,7 +17,7 @@ from ansible_collections.gpufleet.node.plugins.filter.apt_sources import apt_sou
 
 DRIVER = ["main", "contrib", "non-free", "non-free-firmware"]
 
-DEBIAN_INSTALLER = """#deb cdrom:[Debian GNU/Linux 12.5.0 _Bookworm_ - Official amd64 NETINST with firmware 20240210-11:27]/ bookworm contrib main non-free-firmware
+DEBIAN_INSTALLER = """#deb cdrom:[Debian GNU/Linux 12.5.0 _Bookworm_ - Official amd64 NETINST with firmware]/ bookworm contrib main non-free-firmware
 
 deb http://mirror.example/debian/ bookworm main non-free-firmware
 deb-src http://mirror.example/debian/ bookworm main non-free-firmware
@@ -46,12 +46,13 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 
 def test_one_line_sources_list_of_the_installer_gains_contrib_and_non_free():
     result = apt_source_components(DEBIAN_INSTALLER, "bookworm", DRIVER)
-    assert result["entries"] == 5
+    assert result["entries"] == 3  # deb lines only; deb-src lines are edited by nobody
     lines = result["content"].split("\n")
     assert "deb http://mirror.example/debian/ bookworm main non-free-firmware contrib non-free" in lines
     assert "deb http://security.example/debian-security bookworm-security main non-free-firmware contrib non-free" in lines
+    assert "deb-src http://mirror.example/debian/ bookworm main non-free-firmware" in lines
     # The cdrom comment and the third-party repository for the same release stay as they were.
-    assert lines[0] == DEBIAN_INSTALLER.split("\n")[0]
+    assert lines[0] == DEBIAN_INSTALLER.split("\n", maxsplit=1)[0]
     assert "deb [signed-by=/usr/share/keyrings/docker.gpg] https://docker.example/linux/debian bookworm stable" in lines
 
 
@@ -69,12 +70,32 @@ def test_nothing_missing_means_the_same_text():
     assert apt_source_components(deb822, "bookworm", DRIVER)["content"] == deb822
 
 
-def test_other_releases_and_disabled_stanzas_are_left_alone():
-    text = ("deb http://m/debian bullseye main\n\nTypes: deb\nURIs: http://m/debian\nSuites: bookworm\n"
-            "Components: main\nEnabled: no\n")
-    assert apt_source_components(text.split("\n\n")[0] + "\n", "bookworm", DRIVER)["entries"] == 0
-    result = apt_source_components(text.split("\n\n")[1], "bookworm", DRIVER)
-    assert result == {"content": text.split("\n\n")[1], "entries": 0}
+@pytest.mark.parametrize("text", [
+    "deb http://m/debian bullseye main\n",
+    "deb http://apt.example/pub/repos/apt bookworm-pgdg main\n",
+    "Types: deb\nURIs: http://m/debian\nSuites: bookworm\nComponents: main\nEnabled: no\n",
+    "Types: deb\nURIs: http://m/debian\nSuites: bookworm\nComponents: main\nEnabled: false\n",
+])
+def test_other_releases_third_parties_and_disabled_stanzas_are_left_alone(text):
+    assert apt_source_components(text, "bookworm", DRIVER) == {"content": text, "entries": 0}
+
+
+def test_ubuntu_installer_layout_gains_no_duplicate():
+    """Ubuntu 22.04's installer writes each component group on its own line per pocket; multiverse already
+    there on another line of the same URI and suite is not added again (apt warns "configured multiple times")."""
+    pockets = ("jammy", "jammy-updates")
+    text = "".join("deb http://archive.example/ubuntu/ %s %s\n" % (pocket, group)
+                   for pocket in pockets for group in ("main restricted", "universe", "multiverse"))
+    result = apt_source_components(text, "jammy", ["main", "restricted", "multiverse"])
+    assert result == {"content": text, "entries": 2}
+
+
+def test_crlf_and_continued_components_in_deb822():
+    text = ("Types: deb\r\nURIs: http://m/debian\r\nSuites: bookworm\r\nComponents: main\r\n non-free-firmware\r\n"
+            "\r\nTypes: deb\r\nURIs: http://m/debian-security\r\nSuites: bookworm-security\r\nComponents: main\r\n")
+    content = apt_source_components(text, "bookworm", DRIVER)["content"]
+    assert re.findall(r"^Components: (.*)$", content, flags=re.MULTILINE) == [
+        "main non-free-firmware contrib non-free", "main contrib non-free non-free-firmware"]
 
 
 def test_ubuntu_one_line_and_deb822():
@@ -83,7 +104,7 @@ def test_ubuntu_one_line_and_deb822():
              "deb http://archive.example/ubuntu jammy universe\n")
     result = apt_source_components(jammy, "jammy", ["main", "restricted", "multiverse"])
     assert result["entries"] == 2
-    assert result["content"].split("\n")[0] == "deb http://archive.example/ubuntu jammy main restricted multiverse"
+    assert result["content"].split("\n", maxsplit=1)[0] == "deb http://archive.example/ubuntu jammy main restricted multiverse"
     assert result["content"].split("\n")[2] == "deb http://archive.example/ubuntu jammy universe"
     noble = ("Types: deb\nURIs: http://archive.example/ubuntu\nSuites: noble noble-updates noble-backports\n"
              "Components: main restricted universe multiverse\n"

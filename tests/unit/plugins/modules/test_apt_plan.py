@@ -412,3 +412,17 @@ def test_without_details_no_show_and_no_fields(monkeypatch, capsys):
     result, commands = run_module(monkeypatch, capsys, {"packages": ["nvidia-headless-535-server"]}, answers)
     assert len(commands.calls) == 2
     assert "summary" not in result["packages"]["nvidia-headless-535-server"]
+
+
+def test_details_of_a_version_pins_hide(monkeypatch, capsys):
+    """An earlier choice's preferences pin the branch below 0: nothing is wanted and apt has no candidate, yet
+    the record of the newest version offered still tells a transitional package (before any pin changes)."""
+    pinned = UBUNTU_POLICY.replace("Candidate: 535.309.01-0ubuntu0.22.04.2", "Candidate: (none)").replace(
+        "     535.309.01-0ubuntu0.22.04.2 500", "     535.309.01-0ubuntu0.22.04.2 -1")
+    answers = {"apt-cache policy": (0, pinned, ""), "dpkg-query --show": (1, "", ""),
+               "apt-cache show": (0, UBUNTU_SHOW, "")}
+    result, _commands = run_module(monkeypatch, capsys, {
+        "packages": ["nvidia-headless-535-server=535.*"], "details": True}, answers)
+    entry = result["packages"]["nvidia-headless-535-server"]
+    assert entry["wanted"] is None and entry["action"] == "missing"
+    assert entry["summary"] == "NVIDIA headless metapackage (transitional package)"
