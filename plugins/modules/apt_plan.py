@@ -64,7 +64,7 @@ options:
   details:
     description:
       - Also return, per package, the description's first line and the dependencies of the wanted version (of
-        the candidate where nothing is wanted, else of the newest version offered), from apt's package records (C(apt-cache show) with the
+        the candidate where nothing is wanted), from apt's package records (C(apt-cache show) with the
         C(apt-cache) backend). A caller tells a transitional package from them (its summary says so, or it
         depends on another branch's package) before it installs anything.
     type: bool
@@ -410,18 +410,13 @@ def read_apt_cache(module, names, details=False):
     return known, installed, held, arch
 
 
-def add_details(plan, known, arch, compare):
-    """Adds summary and depends of each package's wanted version to the plan; where nothing is wanted, of its
-    candidate, else of the newest version a repository offers (pins below 0 hide a version from apt, not what
-    the package is)."""
+def add_details(plan, known, arch):
+    """Adds summary and depends of each package's wanted version (else its candidate) to the plan. (Not of a
+    version pins hide: which of several origins' builds a caller would get is decided by its own pins.)"""
     for name, entry in plan["packages"].items():
         key = find_package(known, name, arch)
         records = known[key].get("details", {}) if key is not None else {}
         version = entry["wanted"] or entry["candidate"]
-        if not version and key is not None:
-            for offered in known[key].get("downloadable", []):
-                if version is None or compare(offered, version) > 0:
-                    version = offered
         record = records.get(version, {}) if version else {}
         entry["summary"] = record.get("summary")
         entry["depends"] = record.get("depends", [])
@@ -471,7 +466,7 @@ def main():
     except AptPlanError as exc:
         module.fail_json(msg=str(exc))
     if module.params["details"]:
-        add_details(plan, known, arch, compare)
+        add_details(plan, known, arch)
     module.exit_json(changed=False, backend=backend, **plan)
 
 
