@@ -70,17 +70,6 @@ def platform_file(role, facts):
     raise AssertionError("no vars/default.yml in %s" % role)
 
 
-def render(role, facts, expression, **overrides):
-    """Template ``expression`` with the role's defaults, vars/main.yml, its platform file and ``overrides``."""
-    variables = {}
-    for path in (ROLES / role / "defaults" / "main.yml", ROLES / role / "vars" / "main.yml", platform_file(role, facts)):
-        if path.is_file():
-            variables.update(trusted(load(path)))
-    variables.update(overrides)
-    variables["ansible_facts"] = facts
-    return templar(variables).template(trusted(expression))
-
-
 def role_variables(role, facts, **overrides):
     """The role's defaults, vars/main.yml and platform file (trusted, as Ansible loads them), then ``overrides``."""
     variables = {}
@@ -90,6 +79,11 @@ def role_variables(role, facts, **overrides):
     variables.update(overrides)
     variables["ansible_facts"] = facts
     return variables
+
+
+def render(role, facts, expression, **overrides):
+    """Template ``expression`` with the role's defaults, vars/main.yml, its platform file and ``overrides``."""
+    return templar(role_variables(role, facts, **overrides)).template(trusted(expression))
 
 
 def find_task(role, file, name):
