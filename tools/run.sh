@@ -80,18 +80,63 @@ YAML
 
 # Molecule 26 in collection mode: run from the collection root (galaxy.yml), it takes the scenarios from
 # extensions/molecule/<scenario>/ and the shared base config from extensions/molecule/config.yml.
+#
+# Two lanes run side by side (most of a scenario's time is apt, dpkg and systemd waiting, not CPU): the scenarios
+# that serve the stand-in mirror on 127.0.0.1:18535 (they include tests/mirror/serve.yml, and the port is one
+# for the whole host network) one after another in the first lane, every other scenario in the second. Node
+# names differ per scenario, so the lanes share nothing else. The second lane's scenarios write their output to
+# $CACHE/molecule/<scenario>.log, printed whole when the lane ends; its progress lines appear as it goes.
+# GPUFLEET_MOLECULE_LANES=1 runs every scenario in one lane, in the given order.
+serves_mirror() { grep -rqs --include='*.yml' 'tests/mirror/serve.yml' "extensions/molecule/$1"; }
+
+# run_lane LANE SCENARIO...: one after another, stopping at the first failure. With LOGDIR set, each scenario's
+# output goes to LOGDIR/<scenario>.log instead of stdout.
+run_lane() {
+  local lane=$1 scenario start; shift
+  for scenario in "$@"; do
+    stage "molecule test -s $scenario ($lane)"
+    start=$(date +%s)
+    if [[ -n ${LOGDIR:-} ]]; then
+      molecule test -s "$scenario" >"$LOGDIR/$scenario.log" 2>&1 || { info "scenario $scenario FAILED after $(since "$start") s ($lane)"; return 1; }
+    else
+      molecule test -s "$scenario" || { info "scenario $scenario FAILED after $(since "$start") s ($lane)"; return 1; }
+    fi
+    info "scenario $scenario passed in $(since "$start") s ($lane)"
+  done
+}
+
 run_molecule() {
-  local total_start scenario start
+  local total_start scenario mirror_lane=() other_lane=() logdir="$CACHE/molecule" other_pid rc_mirror=0 rc_other=0
   [[ ! -e molecule ]] || die "a molecule/ directory at the collection root makes Molecule ignore extensions/molecule"
   [[ ! -e .config/molecule/config.yml ]] || die ".config/molecule/config.yml would take the place of extensions/molecule/config.yml"
-  total_start=$(date +%s)
   for scenario in "$@"; do
-    stage "molecule test -s $scenario"
-    start=$(date +%s)
-    molecule test -s "$scenario"
-    info "scenario $scenario passed in $(since "$start") s"
+    [[ -f "extensions/molecule/$scenario/molecule.yml" ]] || die "no Molecule scenario '$scenario' under extensions/molecule"
+    if serves_mirror "$scenario"; then mirror_lane+=("$scenario"); else other_lane+=("$scenario"); fi
   done
-  info "all scenarios passed in $(since "$total_start") s"
+  total_start=$(date +%s)
+  if [[ ${GPUFLEET_MOLECULE_LANES:-2} == 1 || ${#mirror_lane[@]} == 0 || ${#other_lane[@]} == 0 ]]; then
+    run_lane "one lane" "$@"
+    info "all scenarios passed in $(since "$total_start") s"
+    return
+  fi
+  info "lane 1 (serves the mirror): ${mirror_lane[*]}"
+  info "lane 2 (beside it, output to $logdir/<scenario>.log): ${other_lane[*]}"
+  rm -rf "$logdir" && mkdir -p "$logdir"
+  # In a session of its own, so that this script, ended early (Ctrl-C, a CI timeout), takes the lane with it.
+  LOGDIR=$logdir setsid "$ROOT/tools/run.sh" molecule-lane "lane 2" "${other_lane[@]}" &
+  other_pid=$!
+  trap 'kill -- -$other_pid 2>/dev/null || true' EXIT
+  run_lane "lane 1" "${mirror_lane[@]}" || rc_mirror=$?
+  wait "$other_pid" || rc_other=$?
+  trap - EXIT
+  for scenario in "${other_lane[@]}"; do
+    [[ -f "$logdir/$scenario.log" ]] || continue
+    stage "output of molecule test -s $scenario (lane 2)"
+    cat "$logdir/$scenario.log"
+  done
+  (( rc_mirror == 0 )) || die "lane 1 failed (${mirror_lane[*]}): see its output above"
+  (( rc_other == 0 )) || die "lane 2 failed (${other_lane[*]}): see its output above"
+  info "all scenarios passed in $(since "$total_start") s (two lanes)"
 }
 
 check=${1:?usage: tools/run.sh CHECK [ARGS]}
@@ -104,6 +149,7 @@ case "$check" in
   unit) run_unit ;;
   build-check) run_build_check ;;
   molecule) run_molecule "$@" ;;
+  molecule-lane) run_lane "$@" ;;  # one lane of run_molecule
   *) die "unknown check: $check" ;;
 esac
 info "$check done in $(since "$start") s"

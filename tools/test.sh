@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# `make test`: every check, in the order of the Makefile's test stages, with the bench (the node images, the
+# stand-in mirror, the wheelhouse) built in the background while the static checks and unit tests run: a cold
+# bench is minutes of debootstrap, dpkg and downloads, mostly waiting, so it overlaps with them. The bench's
+# output is printed whole once it is ready.
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+start=$(date +%s)
+make -s host-deps venv collections dockerd
+
+bench_log="$CACHE/bench-env.log"
+mkdir -p "$CACHE"
+stage "Building the bench in the background (node images, stand-in mirror, wheelhouse): $bench_log"
+setsid make -s image mirror wheelhouse >"$bench_log" 2>&1 &
+bench_pid=$!
+trap 'kill -- -$bench_pid 2>/dev/null || true' EXIT
+
+make -s lint sanity unit
+
+bench_start=$(date +%s)
+if ! wait "$bench_pid"; then
+  trap - EXIT
+  cat "$bench_log"
+  die "building the bench failed: its output is above"
+fi
+trap - EXIT
+stage "The bench's output (waited $(since "$bench_start") s for it after the unit tests)"
+cat "$bench_log"
+
+make -s build-check molecule
+echo
+echo "make test: all checks passed in $(since "$start") s"
