@@ -4,7 +4,7 @@
 # bench is minutes of debootstrap, dpkg and downloads, mostly waiting, so it overlaps with them. The bench's
 # output is printed whole once it is ready.
 source "$(dirname "$0")/lib.sh"
-cd "$ROOT"
+cd "$ROOT" || exit 1
 start=$(date +%s)
 make -s host-deps venv collections dockerd
 
