@@ -1,0 +1,1147 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""GPU facts straight from NVML (``libnvidia-ml.so.1``, installed with every driver) through ctypes.
+
+Standard library only, Python 3.8 or newer. The whole collection runs in a forked child process that sends
+its result back as JSON over a pipe, so a GPU or driver call that hangs can be killed (SIGKILL) at the
+timeout without taking the caller with it; the caller never loads the library itself.
+
+Interface:
+
+* ``gather(timeout, library=LIBRARY)``: everything, as a dict (see its docstring)
+* ``FUNCTIONS``: every NVML symbol this module may call (a stand-in library must export each one)
+* pure conversions, tested directly: ``return_code_name``, ``state_for_return``, ``clock_event_reason_names``,
+  ``cpu_list``, ``relation_for_level``, ``nvlink_relations``, ``topology_matrix``, ``architecture_name``,
+  ``compute_mode_name``, ``cuda_version_string``, ``fabric_names``, ``p2p_status_name``, ``device_type_name``
+
+Every structure layout, enum value, constant and return code below is taken from NVIDIA's ``nvml.h`` as
+published in github.com/NVIDIA/go-nvml, file ``gen/nvml/nvml.h`` (NVML_API_VERSION 13, commit
+2f9e261fe40a7a1c54783d66805e8920564763b4, July 2026). Field names and spellings of the results follow what
+``nvidia-smi -q -x`` and ``nvidia-smi topo -m`` print, so that both backends give one fact schema.
+
+A call whose symbol the loaded library lacks (an older driver) or that answers NVML_ERROR_NOT_SUPPORTED
+leaves its field None and is named in ``missing``; it never fails the whole gather.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import ctypes
+import json
+import os
+import select
+import signal
+import time
+
+LIBRARY = "libnvidia-ml.so.1"
+
+# Every NVML symbol this module may call, in the order it first calls them.
+FUNCTIONS = (
+    "nvmlInit_v2",
+    "nvmlShutdown",
+    "nvmlErrorString",
+    "nvmlSystemGetDriverVersion",
+    "nvmlSystemGetNVMLVersion",
+    "nvmlSystemGetCudaDriverVersion_v2",
+    "nvmlDeviceGetCount_v2",
+    "nvmlDeviceGetHandleByIndex_v2",
+    "nvmlDeviceGetName",
+    "nvmlDeviceGetUUID",
+    "nvmlDeviceGetSerial",
+    "nvmlDeviceGetPciInfo_v3",
+    "nvmlDeviceGetMinorNumber",
+    "nvmlDeviceGetModuleId",
+    "nvmlDeviceGetArchitecture",
+    "nvmlDeviceGetCudaComputeCapability",
+    "nvmlDeviceGetVbiosVersion",
+    "nvmlDeviceGetMemoryInfo",
+    "nvmlDeviceGetPersistenceMode",
+    "nvmlDeviceGetComputeMode",
+    "nvmlDeviceGetMigMode",
+    "nvmlDeviceGetEccMode",
+    "nvmlDeviceGetTotalEccErrors",
+    "nvmlDeviceGetMemoryErrorCounter",
+    "nvmlDeviceGetRetiredPages",
+    "nvmlDeviceGetRetiredPagesPendingStatus",
+    "nvmlDeviceGetRemappedRows",
+    "nvmlDeviceGetCurrPcieLinkGeneration",
+    "nvmlDeviceGetMaxPcieLinkGeneration",
+    "nvmlDeviceGetCurrPcieLinkWidth",
+    "nvmlDeviceGetMaxPcieLinkWidth",
+    "nvmlDeviceGetPcieReplayCounter",
+    "nvmlDeviceGetEnforcedPowerLimit",
+    "nvmlDeviceGetPowerUsage",
+    "nvmlDeviceGetTemperature",
+    "nvmlDeviceGetCurrentClocksEventReasons",
+    "nvmlDeviceGetCurrentClocksThrottleReasons",
+    "nvmlDeviceGetUtilizationRates",
+    "nvmlDeviceGetGpuFabricInfo",
+    "nvmlDeviceGetFieldValues",
+    "nvmlDeviceGetMaxMigDeviceCount",
+    "nvmlDeviceGetMigDeviceHandleByIndex",
+    "nvmlDeviceGetGpuInstanceId",
+    "nvmlDeviceGetComputeInstanceId",
+    "nvmlDeviceGetAttributes_v2",
+    "nvmlDeviceGetNvLinkState",
+    "nvmlDeviceGetNvLinkRemotePciInfo_v2",
+    "nvmlDeviceGetNvLinkRemoteDeviceType",
+    "nvmlDeviceGetTopologyCommonAncestor",
+    "nvmlDeviceGetP2PStatus",
+    "nvmlDeviceGetCpuAffinity",
+    "nvmlDeviceGetMemoryAffinity",
+    "nvmlDeviceGetNumaNodeId",
+)
+
+# --- constants from nvml.h --------------------------------------------------------------------------------
+
+# nvmlReturn_t
+RETURN_CODES = {
+    0: "NVML_SUCCESS",
+    1: "NVML_ERROR_UNINITIALIZED",
+    2: "NVML_ERROR_INVALID_ARGUMENT",
+    3: "NVML_ERROR_NOT_SUPPORTED",
+    4: "NVML_ERROR_NO_PERMISSION",
+    5: "NVML_ERROR_ALREADY_INITIALIZED",
+    6: "NVML_ERROR_NOT_FOUND",
+    7: "NVML_ERROR_INSUFFICIENT_SIZE",
+    8: "NVML_ERROR_INSUFFICIENT_POWER",
+    9: "NVML_ERROR_DRIVER_NOT_LOADED",
+    10: "NVML_ERROR_TIMEOUT",
+    11: "NVML_ERROR_IRQ_ISSUE",
+    12: "NVML_ERROR_LIBRARY_NOT_FOUND",
+    13: "NVML_ERROR_FUNCTION_NOT_FOUND",
+    14: "NVML_ERROR_CORRUPTED_INFOROM",
+    15: "NVML_ERROR_GPU_IS_LOST",
+    16: "NVML_ERROR_RESET_REQUIRED",
+    17: "NVML_ERROR_OPERATING_SYSTEM",
+    18: "NVML_ERROR_LIB_RM_VERSION_MISMATCH",
+    19: "NVML_ERROR_IN_USE",
+    20: "NVML_ERROR_MEMORY",
+    21: "NVML_ERROR_NO_DATA",
+    22: "NVML_ERROR_VGPU_ECC_NOT_SUPPORTED",
+    23: "NVML_ERROR_INSUFFICIENT_RESOURCES",
+    24: "NVML_ERROR_FREQ_NOT_SUPPORTED",
+    25: "NVML_ERROR_ARGUMENT_VERSION_MISMATCH",
+    26: "NVML_ERROR_DEPRECATED",
+    27: "NVML_ERROR_NOT_READY",
+    28: "NVML_ERROR_GPU_NOT_FOUND",
+    29: "NVML_ERROR_INVALID_STATE",
+    30: "NVML_ERROR_RESET_TYPE_NOT_SUPPORTED",
+    999: "NVML_ERROR_UNKNOWN",
+}
+SUCCESS = 0
+ERROR_NOT_SUPPORTED = 3
+ERROR_NOT_FOUND = 6
+ERROR_INSUFFICIENT_SIZE = 7
+ERROR_GPU_IS_LOST = 15
+ERROR_FUNCTION_NOT_FOUND = 13
+
+# States gather() reports: nvidia_smi.ERROR_STATES plus two of its own. Kept literal here so that the
+# child process needs no other module_utils (tests/unit/.../test_nvml.py checks the two stay equal).
+STATES = (
+    "ok",
+    "driver_library_mismatch",
+    "driver_not_loaded",
+    "no_devices",
+    "gpu_lost",
+    "device_error",
+    "error",
+    "timeout",
+    "library_not_found",
+)
+
+# Return code name -> state; any other failing code is "error".
+_STATE_FOR_RETURN = {
+    "NVML_SUCCESS": "ok",
+    "NVML_ERROR_DRIVER_NOT_LOADED": "driver_not_loaded",
+    "NVML_ERROR_LIB_RM_VERSION_MISMATCH": "driver_library_mismatch",
+    "NVML_ERROR_GPU_IS_LOST": "gpu_lost",
+    "NVML_ERROR_GPU_NOT_FOUND": "no_devices",
+    "NVML_ERROR_LIBRARY_NOT_FOUND": "library_not_found",
+    "NVML_ERROR_FUNCTION_NOT_FOUND": "library_not_found",
+    "NVML_ERROR_RESET_REQUIRED": "device_error",
+    "NVML_ERROR_CORRUPTED_INFOROM": "device_error",
+    "NVML_ERROR_IRQ_ISSUE": "device_error",
+    "NVML_ERROR_INSUFFICIENT_POWER": "device_error",
+}
+
+# Buffer sizes (nvmlConstants).
+_NAME_SIZE = 96             # NVML_DEVICE_NAME_V2_BUFFER_SIZE
+_UUID_SIZE = 96             # NVML_DEVICE_UUID_V2_BUFFER_SIZE
+_SERIAL_SIZE = 30           # NVML_DEVICE_SERIAL_BUFFER_SIZE
+_VBIOS_SIZE = 32            # NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE
+_SYSTEM_VERSION_SIZE = 80   # NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE, NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE
+_PCI_BUS_ID_SIZE = 32       # NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE
+_PCI_BUS_ID_LEGACY_SIZE = 16  # NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE
+_FABRIC_UUID_LEN = 16       # NVML_GPU_FABRIC_UUID_LEN
+NVLINK_MAX_LINKS = 36       # NVML_NVLINK_MAX_LINKS (12 and 18 in older headers: the library answers
+# NVML_ERROR_INVALID_ARGUMENT or NOT_SUPPORTED past the links a device has)
+
+_FEATURE_ENABLED = 1        # nvmlEnableState_t NVML_FEATURE_ENABLED
+_MEMORY_ERROR_CORRECTED = 0     # nvmlMemoryErrorType_t
+_MEMORY_ERROR_UNCORRECTED = 1
+_VOLATILE_ECC = 0           # nvmlEccCounterType_t
+_AGGREGATE_ECC = 1
+_LOCATION_DRAM = 2          # nvmlMemoryLocation_t NVML_MEMORY_LOCATION_DRAM (Turing+)
+_LOCATION_SRAM = 7          # NVML_MEMORY_LOCATION_SRAM (Turing+)
+_RETIREMENT_MULTIPLE_SINGLE_BIT = 0  # nvmlPageRetirementCause_t
+_RETIREMENT_DOUBLE_BIT = 1
+_TEMPERATURE_GPU = 0        # nvmlTemperatureSensors_t NVML_TEMPERATURE_GPU
+_P2P_CAPS_INDEX_NVLINK = 2  # nvmlGpuP2PCapsIndex_t
+_AFFINITY_SCOPE_NODE = 0    # nvmlAffinityScope_t NVML_AFFINITY_SCOPE_NODE
+_DEVICE_MIG_ENABLE = 1      # NVML_DEVICE_MIG_ENABLE
+
+# nvmlFieldValue_t field ids: what nvidia-smi prints under gpu_reset_status, and the NVLink speed.
+FI_DEV_NVLINK_SPEED_MBPS_COMMON = 90
+FI_DEV_RESET_STATUS = 226
+FI_DEV_DRAIN_AND_RESET_STATUS = 227
+
+# nvmlValueType_t -> the member of nvmlValue_t that holds the value.
+_VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+# nvmlClocksEventReason* bits, named as nvidia-smi -q -x names the elements (without the prefix).
+CLOCK_EVENT_REASONS = (
+    (0x0000000000000001, "gpu_idle"),
+    (0x0000000000000002, "applications_clocks_setting"),
+    (0x0000000000000004, "sw_power_cap"),
+    (0x0000000000000008, "hw_slowdown"),
+    (0x0000000000000010, "sync_boost"),
+    (0x0000000000000020, "sw_thermal_slowdown"),
+    (0x0000000000000040, "hw_thermal_slowdown"),
+    (0x0000000000000080, "hw_power_brake_slowdown"),
+    (0x0000000000000100, "display_clocks_setting"),
+)
+
+# NVML_DEVICE_ARCH_* -> product_architecture as nvidia-smi prints it.
+ARCHITECTURES = {
+    2: "Kepler",
+    3: "Maxwell",
+    4: "Pascal",
+    5: "Volta",
+    6: "Turing",
+    7: "Ampere",
+    8: "Ada Lovelace",
+    9: "Hopper",
+    10: "Blackwell",
+    13: "Rubin",
+}
+
+# nvmlComputeMode_t -> compute_mode as nvidia-smi prints it.
+COMPUTE_MODES = {
+    0: "Default",
+    1: "Exclusive_Thread",
+    2: "Prohibited",
+    3: "Exclusive_Process",
+}
+
+# nvmlGpuTopologyLevel_t -> the relation `nvidia-smi topo -m` prints (its legend: PIX at most a single PCIe
+# bridge, PXB multiple bridges without the host bridge, PHB through a host bridge, NODE between host bridges
+# of one NUMA node, SYS across the SMP interconnect). NVML_TOPOLOGY_INTERNAL (two GPUs on one board) has no
+# documented topo -m spelling here: None.
+TOPOLOGY_LEVELS = {
+    0: None,
+    10: "PIX",
+    20: "PXB",
+    30: "PHB",
+    40: "NODE",
+    50: "SYS",
+}
+
+# nvmlGpuP2PStatus_t
+P2P_STATUSES = {
+    0: "OK",
+    1: "chipset not supported",
+    2: "GPU not supported",
+    3: "topology not supported",
+    4: "disabled by regkey",
+    5: "not supported",
+    6: "unknown",
+}
+
+# nvmlIntNvLinkDeviceType_t
+DEVICE_TYPES = {0x00: "gpu", 0x01: "ibmnpu", 0x02: "switch", 0xFF: "unknown"}
+
+# NVML_GPU_FABRIC_STATE_* -> fabric/state as nvidia-smi prints it (NOT_SUPPORTED prints N/A: None).
+FABRIC_STATES = {0: None, 1: "Not Started", 2: "In Progress", 3: "Completed"}
+_FABRIC_STATE_COMPLETED = 3
+
+
+# --- pure conversions -------------------------------------------------------------------------------------
+
+def return_code_name(code):
+    """nvmlReturn_t value -> its name in nvml.h; a value nvml.h does not name gives 'NVML_ERROR_<code>'."""
+    if code is None:
+        return None
+    return RETURN_CODES.get(code, "NVML_ERROR_%s" % code)
+
+
+def state_for_return(name):
+    """A return code name (see return_code_name) -> one of STATES; 'ok' only for NVML_SUCCESS."""
+    if name is None:
+        return "error"
+    return _STATE_FOR_RETURN.get(name, "error")
+
+
+def clock_event_reason_names(mask):
+    """Clock event (throttle) reason bitmask -> sorted names; None for None. Bits nvml.h does not define
+    are left out (nvidia-smi prints no element for them either)."""
+    if mask is None:
+        return None
+    return sorted(name for bit, name in CLOCK_EVENT_REASONS if mask & bit)
+
+
+def cpu_list(words, bits_per_word=64):
+    """A CPU (or NUMA node) bitmask as NVML returns it (an array of unsigned longs, lowest CPU in bit 0 of
+    the first word) -> ranges as topo -m prints them ("0-23,48-71"); None when no bit is set or words is
+    None. A run of two or more numbers is written as a range, as the kernel's cpulist does."""
+    if words is None:
+        return None
+    numbers = []
+    for position, word in enumerate(words):
+        for bit in range(bits_per_word):
+            if word >> bit & 1:
+                numbers.append(position * bits_per_word + bit)
+    if not numbers:
+        return None
+    runs = []
+    start = previous = numbers[0]
+    for number in numbers[1:]:
+        if number != previous + 1:
+            runs.append((start, previous))
+            start = number
+        previous = number
+    runs.append((start, previous))
+    return ",".join("%d" % first if first == last else "%d-%d" % (first, last) for first, last in runs)
+
+
+def relation_for_level(level):
+    """nvmlGpuTopologyLevel_t -> PIX/PXB/PHB/NODE/SYS, or None where topo -m's spelling is not known."""
+    return TOPOLOGY_LEVELS.get(level)
+
+
+def architecture_name(code):
+    """NVML_DEVICE_ARCH_* -> name as nvidia-smi prints product_architecture; None when unknown."""
+    return ARCHITECTURES.get(code)
+
+
+def compute_mode_name(code):
+    """nvmlComputeMode_t -> name as nvidia-smi prints compute_mode; None when unknown."""
+    return COMPUTE_MODES.get(code)
+
+
+def p2p_status_name(code):
+    """nvmlGpuP2PStatus_t -> a short name ("OK", "not supported", ...); None when unknown."""
+    return P2P_STATUSES.get(code)
+
+
+def device_type_name(code):
+    """nvmlIntNvLinkDeviceType_t -> "gpu", "switch", "ibmnpu", "unknown"; None for None or another value."""
+    return DEVICE_TYPES.get(code)
+
+
+def cuda_version_string(version):
+    """nvmlSystemGetCudaDriverVersion_v2's integer (12020) -> "12.2" (NVML_CUDA_DRIVER_VERSION_MAJOR/MINOR);
+    None for None or a value that is not a plausible version."""
+    if not isinstance(version, int) or version <= 0:
+        return None
+    return "%d.%d" % (version // 1000, version % 1000 // 10)
+
+
+def fabric_names(state, status, status_text=None):
+    """nvmlGpuFabricInfo_t's state and status -> {"state", "status"} as nvidia-smi prints them.
+
+    The status is only meaningful once the state is completed (nvml.h): then "Success" for NVML_SUCCESS,
+    else status_text (what nvmlErrorString says) or the return code name. Before that, or when the state is
+    unknown, status is None.
+    """
+    name = FABRIC_STATES.get(state)
+    if state != _FABRIC_STATE_COMPLETED or status is None:
+        return {"state": name, "status": None}
+    if status == SUCCESS:
+        return {"state": name, "status": "Success"}
+    return {"state": name, "status": status_text or return_code_name(status)}
+
+
+def nvlink_relations(links, bus_ids):
+    """Count the active NVLinks between GPUs.
+
+    links: {gpu label: [link dicts with active, remote_pci_bus_id, remote_device_type]}; bus_ids: {gpu
+    label: its PCI bus id}. Returns {label: {other label: n}} for every pair with n > 0. A link to another
+    GPU counts for that GPU (matched by PCI bus id, case- and domain-width-insensitive). Where a GPU's
+    links go to NVSwitches, every other GPU that also reaches a switch is at the number of the row GPU's
+    active switch links, as topo -m prints NV12 on an 8x A100 HGX board.
+    """
+    by_bus = dict((_bus_key(bus), label) for label, bus in bus_ids.items() if _bus_key(bus))
+    direct = {}
+    switch_links = {}
+    for label, entries in links.items():
+        for entry in entries:
+            if not entry.get("active"):
+                continue
+            kind = entry.get("remote_device_type")
+            if kind == "switch":
+                switch_links[label] = switch_links.get(label, 0) + 1
+            elif kind == "gpu":
+                peer = by_bus.get(_bus_key(entry.get("remote_pci_bus_id")))
+                if peer is not None and peer != label:
+                    row = direct.setdefault(label, {})
+                    row[peer] = row.get(peer, 0) + 1
+    result = {}
+    for label in links:
+        row = dict(direct.get(label, {}))
+        if switch_links.get(label):
+            for other in switch_links:
+                if other != label:
+                    row[other] = row.get(other, 0) + switch_links[label]
+        if row:
+            result[label] = row
+    return result
+
+
+def topology_matrix(labels, levels, nvlinks):
+    """The topo -m matrix: {label: {other: relation}} with self omitted.
+
+    levels: {(label, other): nvmlGpuTopologyLevel_t or None}, looked up in either order; nvlinks: the
+    output of nvlink_relations. NVLink wins ("NV<n>"); else the PCIe relation; None where neither is known.
+    """
+    matrix = {}
+    for label in labels:
+        row = {}
+        for other in labels:
+            if other == label:
+                continue
+            count = nvlinks.get(label, {}).get(other)
+            if count:
+                row[other] = "NV%d" % count
+                continue
+            level = levels.get((label, other))
+            if level is None:
+                level = levels.get((other, label))
+            row[other] = relation_for_level(level) if level is not None else None
+        matrix[label] = row
+    return matrix
+
+
+def _bus_key(bus_id):
+    """A PCI bus id normalised for comparison: "0000:07:00.0" and "00000000:07:00.0" are one device."""
+    if not bus_id:
+        return None
+    parts = bus_id.strip().lower().split(":")
+    if len(parts) == 3:
+        try:
+            return "%x:%s:%s" % (int(parts[0], 16), parts[1], parts[2])
+        except ValueError:
+            return None
+    if len(parts) == 2:
+        return "0:%s:%s" % (parts[0], parts[1])
+    return None
+
+
+def mib(value_bytes):
+    """Bytes -> MiB (int, rounded down, as nvidia-smi prints fb_memory_usage); None for None."""
+    if value_bytes is None:
+        return None
+    return int(value_bytes // (1024 * 1024))
+
+
+def watts(milliwatts):
+    """mW -> W (float); None for None."""
+    if milliwatts is None:
+        return None
+    return milliwatts / 1000.0
+
+
+# --- ctypes structures (nvml.h) ---------------------------------------------------------------------------
+
+class _PciInfo(ctypes.Structure):
+    """nvmlPciInfo_t (filled by nvmlDeviceGetPciInfo_v3 and nvmlDeviceGetNvLinkRemotePciInfo_v2)."""
+    _fields_ = [
+        ("busIdLegacy", ctypes.c_char * _PCI_BUS_ID_LEGACY_SIZE),
+        ("domain", ctypes.c_uint),
+        ("bus", ctypes.c_uint),
+        ("device", ctypes.c_uint),
+        ("pciDeviceId", ctypes.c_uint),
+        ("pciSubSystemId", ctypes.c_uint),
+        ("busId", ctypes.c_char * _PCI_BUS_ID_SIZE),
+    ]
+
+
+class _Memory(ctypes.Structure):
+    """nvmlMemory_t (bytes)."""
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+class _Utilization(ctypes.Structure):
+    """nvmlUtilization_t (percent)."""
+    _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
+
+
+class _FabricInfo(ctypes.Structure):
+    """nvmlGpuFabricInfo_t (the unversioned struct of nvmlDeviceGetGpuFabricInfo)."""
+    _fields_ = [
+        ("clusterUuid", ctypes.c_ubyte * _FABRIC_UUID_LEN),
+        ("status", ctypes.c_int),
+        ("cliqueId", ctypes.c_uint),
+        ("state", ctypes.c_ubyte),
+    ]
+
+
+class _DeviceAttributes(ctypes.Structure):
+    """nvmlDeviceAttributes_t (nvmlDeviceGetAttributes_v2)."""
+    _fields_ = [
+        ("multiprocessorCount", ctypes.c_uint),
+        ("sharedCopyEngineCount", ctypes.c_uint),
+        ("sharedDecoderCount", ctypes.c_uint),
+        ("sharedEncoderCount", ctypes.c_uint),
+        ("sharedJpegCount", ctypes.c_uint),
+        ("sharedOfaCount", ctypes.c_uint),
+        ("gpuInstanceSliceCount", ctypes.c_uint),
+        ("computeInstanceSliceCount", ctypes.c_uint),
+        ("memorySizeMB", ctypes.c_ulonglong),
+    ]
+
+
+class _Value(ctypes.Union):
+    """nvmlValue_t."""
+    _fields_ = [
+        ("dVal", ctypes.c_double),
+        ("siVal", ctypes.c_int),
+        ("uiVal", ctypes.c_uint),
+        ("ulVal", ctypes.c_ulong),
+        ("ullVal", ctypes.c_ulonglong),
+        ("sllVal", ctypes.c_longlong),
+        ("usVal", ctypes.c_ushort),
+    ]
+
+
+class _FieldValue(ctypes.Structure):
+    """nvmlFieldValue_t."""
+    _fields_ = [
+        ("fieldId", ctypes.c_uint),
+        ("scopeId", ctypes.c_uint),
+        ("timestamp", ctypes.c_longlong),
+        ("latencyUsec", ctypes.c_longlong),
+        ("valueType", ctypes.c_int),
+        ("nvmlReturn", ctypes.c_int),
+        ("value", _Value),
+    ]
+
+
+def _decode(raw):
+    value = raw.decode("utf-8", "replace").strip()
+    return value or None
+
+
+# --- the binding (runs in the child process) --------------------------------------------------------------
+
+class _DeviceLost(Exception):
+    """A call on a device handle answered NVML_ERROR_GPU_IS_LOST."""
+
+    def __init__(self, call):
+        super(_DeviceLost, self).__init__(call)
+        self.call = call
+
+
+class _Nvml:
+    """The loaded library, calls made through it, and what was missing or failed."""
+
+    def __init__(self, library, progress=None):
+        self.lib = ctypes.CDLL(library)
+        self.missing = set()
+        self.absent = set()
+        self.errors = []
+        self.progress = progress
+        self._functions = {}
+
+    def function(self, name):
+        if name not in self._functions:
+            try:
+                function = getattr(self.lib, name)
+            except AttributeError:
+                function = None
+            if function is not None:
+                function.restype = ctypes.c_char_p if name == "nvmlErrorString" else ctypes.c_int
+            self._functions[name] = function
+        return self._functions[name]
+
+    def raw(self, name, *args):
+        """The return code of name(*args), or None when the library lacks the symbol."""
+        function = self.function(name)
+        if function is None:
+            self.absent.add(name)
+            self.missing.add(name)
+            return None
+        if self.progress is not None:
+            self.progress(name)
+        return function(*args)
+
+    def error_string(self, code):
+        function = self.function("nvmlErrorString")
+        if function is None or code is None:
+            return None
+        try:
+            text = function(code)
+        except (ctypes.ArgumentError, ValueError):
+            return None
+        return _decode(text) if text else None
+
+    def call(self, name, label, *args):
+        """True when name(*args) succeeded. NOT_SUPPORTED and an absent symbol are 'missing'; a lost GPU
+        raises _DeviceLost; any other failure is recorded in errors. label names the device for errors."""
+        code = self.raw(name, *args)
+        if code is None:
+            return False
+        if code == SUCCESS:
+            return True
+        if code == ERROR_NOT_SUPPORTED:
+            self.missing.add(name)
+        elif code == ERROR_GPU_IS_LOST and label is not None:
+            raise _DeviceLost(name)
+        else:
+            self.errors.append({"call": name, "device": label, "nvml_return": return_code_name(code)})
+        return False
+
+    def uint(self, name, label, *args):
+        value = ctypes.c_uint()
+        return value.value if self.call(name, label, *(args + (ctypes.byref(value),))) else None
+
+    def ulonglong(self, name, label, *args):
+        value = ctypes.c_ulonglong()
+        return value.value if self.call(name, label, *(args + (ctypes.byref(value),))) else None
+
+    def text(self, name, label, size, *args):
+        buffer = ctypes.create_string_buffer(size)
+        return _decode(buffer.value) if self.call(name, label, *(args + (buffer, ctypes.c_uint(size)))) else None
+
+    def enabled(self, name, label, *args):
+        value = self.uint(name, label, *args)
+        return None if value is None else value == _FEATURE_ENABLED
+
+    def fields(self, label, handle, wanted):
+        """nvmlDeviceGetFieldValues for [(field id, scope id)]: {(field id, scope id): value or None}."""
+        values = (_FieldValue * len(wanted))()
+        for slot, (field_id, scope_id) in zip(values, wanted):
+            slot.fieldId = field_id
+            slot.scopeId = scope_id
+        found = dict((key, None) for key in wanted)
+        if not self.call("nvmlDeviceGetFieldValues", label, handle, ctypes.c_int(len(wanted)), values):
+            return found
+        for slot in values:
+            member = _VALUE_MEMBER.get(slot.valueType)
+            if slot.nvmlReturn == SUCCESS and member is not None:
+                found[(slot.fieldId, slot.scopeId)] = getattr(slot.value, member)
+            elif slot.nvmlReturn == ERROR_GPU_IS_LOST:
+                raise _DeviceLost("nvmlDeviceGetFieldValues")
+        return found
+
+
+def _pci(nvml, name, label, *args):
+    info = _PciInfo()
+    if not nvml.call(name, label, *(args + (ctypes.byref(info),))):
+        return None
+    return _decode(info.busId) or _decode(info.busIdLegacy)
+
+
+def _ecc_total(nvml, label, handle, error_type, counter_type):
+    """nvmlDeviceGetTotalEccErrors (every memory location); where that is unavailable, DRAM + SRAM from
+    nvmlDeviceGetMemoryErrorCounter, when both of those answer."""
+    total = nvml.ulonglong("nvmlDeviceGetTotalEccErrors", label, handle, ctypes.c_int(error_type),
+                           ctypes.c_int(counter_type))
+    if total is not None:
+        return total
+    parts = [nvml.ulonglong("nvmlDeviceGetMemoryErrorCounter", label, handle, ctypes.c_int(error_type),
+                            ctypes.c_int(counter_type), ctypes.c_int(location))
+             for location in (_LOCATION_DRAM, _LOCATION_SRAM)]
+    return None if None in parts else sum(parts)
+
+
+def _retired_count(nvml, label, handle, cause):
+    count = ctypes.c_uint(0)
+    code = nvml.raw("nvmlDeviceGetRetiredPages", handle, ctypes.c_int(cause), ctypes.byref(count), None)
+    if code in (SUCCESS, ERROR_INSUFFICIENT_SIZE):
+        return count.value
+    if code == ERROR_GPU_IS_LOST:
+        raise _DeviceLost("nvmlDeviceGetRetiredPages")
+    if code == ERROR_NOT_SUPPORTED:
+        nvml.missing.add("nvmlDeviceGetRetiredPages")
+    elif code is not None:
+        nvml.errors.append({"call": "nvmlDeviceGetRetiredPages", "device": label,
+                            "nvml_return": return_code_name(code)})
+    return None
+
+
+def _remapped_rows(nvml, label, handle):
+    values = [ctypes.c_uint() for _position in range(4)]
+    if not nvml.call("nvmlDeviceGetRemappedRows", label, handle, *[ctypes.byref(value) for value in values]):
+        return None
+    corrected, uncorrected, pending, failure = [value.value for value in values]
+    return {"correctable": corrected, "uncorrectable": uncorrected, "pending": bool(pending),
+            "failure": bool(failure)}
+
+
+def _clock_reasons(nvml, label, handle):
+    mask = None
+    if nvml.function("nvmlDeviceGetCurrentClocksEventReasons") is not None:
+        mask = nvml.ulonglong("nvmlDeviceGetCurrentClocksEventReasons", label, handle)
+    else:  # drivers before 535 know the call by its older name
+        mask = nvml.ulonglong("nvmlDeviceGetCurrentClocksThrottleReasons", label, handle)
+    return clock_event_reason_names(mask)
+
+
+def _fabric(nvml, label, handle):
+    info = _FabricInfo()
+    if not nvml.call("nvmlDeviceGetGpuFabricInfo", label, handle, ctypes.byref(info)):
+        return {"state": None, "status": None}
+    return fabric_names(info.state, info.status, nvml.error_string(info.status))
+
+
+def _mig_devices(nvml, label, handle):
+    count = nvml.uint("nvmlDeviceGetMaxMigDeviceCount", label, handle)
+    devices = []
+    for slot in range(count or 0):
+        mig = ctypes.c_void_p()
+        code = nvml.raw("nvmlDeviceGetMigDeviceHandleByIndex", handle, ctypes.c_uint(slot), ctypes.byref(mig))
+        if code != SUCCESS:
+            if code == ERROR_GPU_IS_LOST:
+                raise _DeviceLost("nvmlDeviceGetMigDeviceHandleByIndex")
+            continue  # NVML_ERROR_NOT_FOUND: no MIG device in this slot
+        memory = _Memory()
+        attributes = _DeviceAttributes()
+        devices.append({
+            "index": len(devices),
+            "gpu_instance_id": nvml.uint("nvmlDeviceGetGpuInstanceId", label, mig),
+            "compute_instance_id": nvml.uint("nvmlDeviceGetComputeInstanceId", label, mig),
+            "memory_total_mib": mib(memory.total) if nvml.call("nvmlDeviceGetMemoryInfo", label, mig,
+                                                               ctypes.byref(memory)) else None,
+            "multiprocessor_count": attributes.multiprocessorCount
+            if nvml.call("nvmlDeviceGetAttributes_v2", label, mig, ctypes.byref(attributes)) else None,
+        })
+    return devices
+
+
+def _device(nvml, index, handle):
+    """One GPU in the shared per-GPU schema (plus its NVLinks, affinity and utilisation, kept apart)."""
+    label = "GPU%d" % index
+    memory = _Memory()
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    capability = None
+    if nvml.call("nvmlDeviceGetCudaComputeCapability", label, handle, ctypes.byref(major), ctypes.byref(minor)):
+        capability = "%d.%d" % (major.value, minor.value)
+    mig_current, mig_pending = ctypes.c_uint(), ctypes.c_uint()
+    mig_mode = {"current": None, "pending": None}
+    if nvml.call("nvmlDeviceGetMigMode", label, handle, ctypes.byref(mig_current), ctypes.byref(mig_pending)):
+        mig_mode = {"current": mig_current.value == _DEVICE_MIG_ENABLE,
+                    "pending": mig_pending.value == _DEVICE_MIG_ENABLE}
+    ecc_current, ecc_pending = ctypes.c_uint(), ctypes.c_uint()
+    ecc_mode = {"current": None, "pending": None}
+    if nvml.call("nvmlDeviceGetEccMode", label, handle, ctypes.byref(ecc_current), ctypes.byref(ecc_pending)):
+        ecc_mode = {"current": ecc_current.value == _FEATURE_ENABLED, "pending": ecc_pending.value == _FEATURE_ENABLED}
+    reset = nvml.fields(label, handle, [(FI_DEV_RESET_STATUS, 0), (FI_DEV_DRAIN_AND_RESET_STATUS, 0)])
+    reset_required = reset[(FI_DEV_RESET_STATUS, 0)]
+    drain = reset[(FI_DEV_DRAIN_AND_RESET_STATUS, 0)]
+    device = {
+        "index": index,
+        "name": nvml.text("nvmlDeviceGetName", label, _NAME_SIZE, handle),
+        "uuid": nvml.text("nvmlDeviceGetUUID", label, _UUID_SIZE, handle),
+        "serial": nvml.text("nvmlDeviceGetSerial", label, _SERIAL_SIZE, handle),
+        "pci_bus_id": _pci(nvml, "nvmlDeviceGetPciInfo_v3", label, handle),
+        "minor_number": nvml.uint("nvmlDeviceGetMinorNumber", label, handle),
+        "module_id": nvml.uint("nvmlDeviceGetModuleId", label, handle),
+        "architecture": architecture_name(nvml.uint("nvmlDeviceGetArchitecture", label, handle)),
+        "compute_capability": capability,
+        "memory_total_mib": mib(memory.total) if nvml.call("nvmlDeviceGetMemoryInfo", label, handle,
+                                                           ctypes.byref(memory)) else None,
+        "mig_mode": mig_mode,
+        "mig_devices": _mig_devices(nvml, label, handle) if mig_mode["current"] else [],
+        "persistence_mode": nvml.enabled("nvmlDeviceGetPersistenceMode", label, handle),
+        "compute_mode": compute_mode_name(nvml.uint("nvmlDeviceGetComputeMode", label, handle)),
+        "ecc_mode": ecc_mode,
+        "ecc_errors_uncorrected_volatile": _ecc_total(nvml, label, handle, _MEMORY_ERROR_UNCORRECTED, _VOLATILE_ECC),
+        "ecc_errors_uncorrected_aggregate": _ecc_total(nvml, label, handle, _MEMORY_ERROR_UNCORRECTED, _AGGREGATE_ECC),
+        "ecc_errors_corrected_volatile": _ecc_total(nvml, label, handle, _MEMORY_ERROR_CORRECTED, _VOLATILE_ECC),
+        "retired_pages": {
+            "single_bit_ecc": _retired_count(nvml, label, handle, _RETIREMENT_MULTIPLE_SINGLE_BIT),
+            "double_bit_ecc": _retired_count(nvml, label, handle, _RETIREMENT_DOUBLE_BIT),
+            "pending": nvml.enabled("nvmlDeviceGetRetiredPagesPendingStatus", label, handle),
+        },
+        "remapped_rows": _remapped_rows(nvml, label, handle),
+        "reset_required": None if reset_required is None else bool(reset_required),
+        "drain_and_reset_recommended": None if drain is None else bool(drain),
+        "pcie": {
+            "gen_current": nvml.uint("nvmlDeviceGetCurrPcieLinkGeneration", label, handle),
+            "gen_max": nvml.uint("nvmlDeviceGetMaxPcieLinkGeneration", label, handle),
+            "width_current": nvml.uint("nvmlDeviceGetCurrPcieLinkWidth", label, handle),
+            "width_max": nvml.uint("nvmlDeviceGetMaxPcieLinkWidth", label, handle),
+            "replay_counter": nvml.uint("nvmlDeviceGetPcieReplayCounter", label, handle),
+        },
+        "power_limit_w": watts(nvml.uint("nvmlDeviceGetEnforcedPowerLimit", label, handle)),
+        "power_draw_w": watts(nvml.uint("nvmlDeviceGetPowerUsage", label, handle)),
+        "temperature_c": nvml.uint("nvmlDeviceGetTemperature", label, handle, ctypes.c_int(_TEMPERATURE_GPU)),
+        "clock_event_reasons_active": _clock_reasons(nvml, label, handle),
+        "fabric": _fabric(nvml, label, handle),
+        "vbios_version": nvml.text("nvmlDeviceGetVbiosVersion", label, _VBIOS_SIZE, handle),
+    }
+    return device
+
+
+def _nvlinks(nvml, label, handle):
+    """The device's NVLinks: [{link, active, speed_gbps, remote_pci_bus_id, remote_device_type}]; [] for a
+    device without NVLink (every link answers NOT_SUPPORTED or INVALID_ARGUMENT)."""
+    links = []
+    speed = None
+    for link in range(NVLINK_MAX_LINKS):
+        state = ctypes.c_uint()
+        code = nvml.raw("nvmlDeviceGetNvLinkState", handle, ctypes.c_uint(link), ctypes.byref(state))
+        if code is None:
+            return []
+        if code == ERROR_GPU_IS_LOST:
+            raise _DeviceLost("nvmlDeviceGetNvLinkState")
+        if code != SUCCESS:
+            continue
+        active = state.value == _FEATURE_ENABLED
+        if active and speed is None:
+            mbps = nvml.fields(label, handle, [(FI_DEV_NVLINK_SPEED_MBPS_COMMON, 0)])[(FI_DEV_NVLINK_SPEED_MBPS_COMMON, 0)]
+            speed = mbps / 1000.0 if mbps else None
+        remote_type = None
+        remote_bus = None
+        if active:
+            kind = ctypes.c_int()
+            if nvml.call("nvmlDeviceGetNvLinkRemoteDeviceType", label, handle, ctypes.c_uint(link), ctypes.byref(kind)):
+                remote_type = device_type_name(kind.value)
+            remote_bus = _pci(nvml, "nvmlDeviceGetNvLinkRemotePciInfo_v2", label, handle, ctypes.c_uint(link))
+        links.append({
+            "link": link,
+            "active": active,
+            "speed_gbps": speed if active else None,
+            "remote_pci_bus_id": remote_bus,
+            "remote_device_type": remote_type,
+        })
+    return links
+
+
+def _affinity(nvml, label, handle, name):
+    bits = ctypes.sizeof(ctypes.c_ulong) * 8
+    size = max(16, ((os.cpu_count() or 1) + bits - 1) // bits)
+    words = (ctypes.c_ulong * size)()
+    if name == "nvmlDeviceGetMemoryAffinity":
+        args = (handle, ctypes.c_uint(size), words, ctypes.c_int(_AFFINITY_SCOPE_NODE))
+    else:
+        args = (handle, ctypes.c_uint(size), words)
+    if not nvml.call(name, label, *args):
+        return None
+    return cpu_list(list(words), bits)
+
+
+def _numa_id(nvml, label, handle):
+    """The GPU's own NUMA node as topo -m prints "GPU NUMA ID": the number, "N/A" where NVML says the GPU
+    has none (NOT_SUPPORTED), None where it cannot be read."""
+    node = ctypes.c_uint()
+    code = nvml.raw("nvmlDeviceGetNumaNodeId", handle, ctypes.byref(node))
+    if code == SUCCESS:
+        return "%d" % node.value
+    if code == ERROR_NOT_SUPPORTED:
+        return "N/A"
+    if code == ERROR_GPU_IS_LOST:
+        raise _DeviceLost("nvmlDeviceGetNumaNodeId")
+    if code is not None:
+        nvml.errors.append({"call": "nvmlDeviceGetNumaNodeId", "device": label, "nvml_return": return_code_name(code)})
+    return None
+
+
+def _pairs(nvml, handles):
+    """Common ancestor levels and NVLink P2P status of every GPU pair: (levels, p2p)."""
+    levels = {}
+    p2p = {}
+    labels = sorted(handles, key=lambda name: int(name[3:]))
+    for position, label in enumerate(labels):
+        for other in labels[position + 1:]:
+            level = ctypes.c_int()
+            code = nvml.raw("nvmlDeviceGetTopologyCommonAncestor", handles[label], handles[other], ctypes.byref(level))
+            levels[(label, other)] = level.value if code == SUCCESS else None
+            if code not in (SUCCESS, None, ERROR_NOT_SUPPORTED):
+                nvml.errors.append({"call": "nvmlDeviceGetTopologyCommonAncestor", "device": "%s,%s" % (label, other),
+                                    "nvml_return": return_code_name(code)})
+            elif code == ERROR_NOT_SUPPORTED:
+                nvml.missing.add("nvmlDeviceGetTopologyCommonAncestor")
+        for other in labels:
+            if other == label:
+                continue
+            status = ctypes.c_int()
+            code = nvml.raw("nvmlDeviceGetP2PStatus", handles[label], handles[other], ctypes.c_int(_P2P_CAPS_INDEX_NVLINK),
+                            ctypes.byref(status))
+            p2p.setdefault(label, {})[other] = p2p_status_name(status.value) if code == SUCCESS else None
+            if code == ERROR_NOT_SUPPORTED:
+                nvml.missing.add("nvmlDeviceGetP2PStatus")
+    return levels, p2p
+
+
+def _collect(library, progress=None):
+    """The whole gather, in this process. Returns the result dict of gather() without timings' total."""
+    started = time.monotonic()
+    result = {
+        "state": "error", "message": None, "nvml_return": None, "driver_version": None,
+        "cuda_driver_version": None, "nvml_version": None, "count": None, "devices": [], "lost": [],
+        "topology": None, "utilization": {}, "missing": [], "absent": [], "errors": [],
+        "timings": {"init": None, "gather": None},
+    }
+    try:
+        nvml = _Nvml(library, progress)
+    except OSError as exc:
+        result.update(state="library_not_found", message="cannot load the NVML library: %s" % " ".join(str(exc).split()))
+        return result
+    if nvml.function("nvmlInit_v2") is None:
+        result.update(state="library_not_found", message="%s has no nvmlInit_v2: not an NVML library" % library)
+        return result
+    code = nvml.raw("nvmlInit_v2")
+    result["timings"]["init"] = round(time.monotonic() - started, 6)
+    if code != SUCCESS:
+        name = return_code_name(code)
+        result.update(state=state_for_return(name), nvml_return=name,
+                      message="nvmlInit_v2 failed: %s (%s)" % (name, nvml.error_string(code) or "no description"))
+        return result
+    gather_started = time.monotonic()
+    try:
+        _collect_initialised(nvml, result)
+    finally:
+        nvml.raw("nvmlShutdown")
+        result["missing"] = sorted(nvml.missing)
+        result["absent"] = sorted(nvml.absent)
+        result["errors"] = nvml.errors
+        result["timings"]["gather"] = round(time.monotonic() - gather_started, 6)
+    return result
+
+
+def _collect_initialised(nvml, result):
+    result["driver_version"] = nvml.text("nvmlSystemGetDriverVersion", None, _SYSTEM_VERSION_SIZE)
+    result["nvml_version"] = nvml.text("nvmlSystemGetNVMLVersion", None, _SYSTEM_VERSION_SIZE)
+    cuda = ctypes.c_int()
+    if nvml.call("nvmlSystemGetCudaDriverVersion_v2", None, ctypes.byref(cuda)):
+        result["cuda_driver_version"] = cuda_version_string(cuda.value)
+    count = ctypes.c_uint()
+    code = nvml.raw("nvmlDeviceGetCount_v2", ctypes.byref(count))
+    if code != SUCCESS:
+        name = return_code_name(code) if code is not None else "NVML_ERROR_FUNCTION_NOT_FOUND"
+        result.update(state=state_for_return(name), nvml_return=name,
+                      message="nvmlDeviceGetCount_v2 failed: %s (%s)" % (name, nvml.error_string(code) or "no description"))
+        return
+    result["count"] = count.value
+    if count.value == 0:
+        result.update(state="no_devices", message="NVML found no GPU (driver %s)" % result["driver_version"])
+        return
+    handles = {}
+    links = {}
+    affinity = {"cpu_affinity": {}, "numa_affinity": {}, "gpu_numa_id": {}}
+    for index in range(count.value):
+        label = "GPU%d" % index
+        handle = ctypes.c_void_p()
+        code = nvml.raw("nvmlDeviceGetHandleByIndex_v2", ctypes.c_uint(index), ctypes.byref(handle))
+        if code != SUCCESS:
+            result["lost"].append({"index": index, "pci_bus_id": None, "nvml_return": return_code_name(code)})
+            continue
+        try:
+            device = _device(nvml, index, handle)
+            gpu_links = _nvlinks(nvml, label, handle)
+            values = (
+                _affinity(nvml, label, handle, "nvmlDeviceGetCpuAffinity"),
+                _affinity(nvml, label, handle, "nvmlDeviceGetMemoryAffinity"),
+                _numa_id(nvml, label, handle),
+            )
+            usage = _Utilization()
+            utilization = {"gpu_pct": usage.gpu, "memory_pct": usage.memory} if nvml.call(
+                "nvmlDeviceGetUtilizationRates", label, handle, ctypes.byref(usage)) else None
+        except _DeviceLost as lost:
+            result["lost"].append({"index": index, "pci_bus_id": _pci_quietly(nvml, handle),
+                                   "nvml_return": "NVML_ERROR_GPU_IS_LOST", "call": lost.call})
+            continue
+        result["devices"].append(device)
+        handles[label] = handle
+        if gpu_links:
+            links[label] = gpu_links
+        for key, value in zip(("cpu_affinity", "numa_affinity", "gpu_numa_id"), values):
+            affinity[key][label] = value
+        result["utilization"][label] = utilization
+    labels = ["GPU%d" % device["index"] for device in result["devices"]]
+    levels, p2p = _pairs(nvml, handles)
+    bus_ids = dict(("GPU%d" % device["index"], device["pci_bus_id"]) for device in result["devices"])
+    result["topology"] = {
+        "gpus": labels,
+        "matrix": topology_matrix(labels, levels, nvlink_relations(links, bus_ids)),
+        "nics": None,
+        "gpu_nic": None,
+        "cpu_affinity": affinity["cpu_affinity"],
+        "numa_affinity": affinity["numa_affinity"],
+        "gpu_numa_id": affinity["gpu_numa_id"],
+        "nvlink": links,
+        "p2p": p2p,
+    }
+    _decide(result)
+
+
+def _pci_quietly(nvml, handle):
+    info = _PciInfo()
+    try:
+        code = nvml.raw("nvmlDeviceGetPciInfo_v3", handle, ctypes.byref(info))
+    except (ctypes.ArgumentError, ValueError):
+        return None
+    return _decode(info.busId) if code == SUCCESS else None
+
+
+def _decide(result):
+    """The state and message of a gather that got past nvmlDeviceGetCount_v2."""
+    count = result["count"]
+    found = len(result["devices"])
+    lost = result["lost"]
+    if not lost:
+        result.update(state="ok", message="NVML %s: %d GPU%s, driver %s, CUDA %s" % (
+            result["nvml_version"], found, "" if found == 1 else "s", result["driver_version"],
+            result["cuda_driver_version"]))
+        return
+    codes = [entry["nvml_return"] for entry in lost]
+    name = "NVML_ERROR_GPU_IS_LOST" if "NVML_ERROR_GPU_IS_LOST" in codes else codes[0]
+    state = state_for_return(name)
+    result.update(
+        state="gpu_lost" if state == "gpu_lost" else "device_error",
+        nvml_return=name,
+        message="%d of %d GPUs unreachable (%s): %s" % (
+            len(lost), count, name,
+            ", ".join("GPU%d%s" % (entry["index"], " at %s" % entry["pci_bus_id"] if entry["pci_bus_id"] else "")
+                      for entry in lost)))
+
+
+# --- the child process ------------------------------------------------------------------------------------
+
+def _write_all(fd, data):
+    while data:
+        written = os.write(fd, data)
+        data = data[written:]
+
+
+def _child(write_fd, library):
+    """Runs in the forked child: the gather, then the result as one JSON line. Never returns."""
+    status = 0
+    try:
+        def progress(name):
+            _write_all(write_fd, ("C %s\n" % name).encode("ascii"))
+        result = _collect(library, progress)
+        _write_all(write_fd, ("R " + json.dumps(result, sort_keys=True) + "\n").encode("utf-8"))
+    except BaseException as exc:  # pylint: disable=broad-except
+        try:
+            message = "NVML gather failed in the child: %s: %s" % (type(exc).__name__, " ".join(str(exc).split()))
+            _write_all(write_fd, ("E " + json.dumps(message) + "\n").encode("utf-8"))
+        except BaseException:  # pylint: disable=broad-except
+            pass
+        status = 1
+    finally:
+        os._exit(status)  # pylint: disable=protected-access
+
+
+def _empty(state, message):
+    return {
+        "state": state, "message": message, "nvml_return": None, "driver_version": None,
+        "cuda_driver_version": None, "nvml_version": None, "count": None, "devices": [], "lost": [],
+        "topology": None, "utilization": {}, "missing": [], "absent": [], "errors": [],
+        "timings": {"init": None, "gather": None},
+    }
+
+
+def _reap(pid, grace):
+    """Wait for pid up to grace seconds; True when it was reaped."""
+    deadline = time.monotonic() + grace
+    while True:
+        try:
+            done, _status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return True
+        if done:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+
+
+def gather(timeout, library=LIBRARY):
+    """Everything NVML says about this machine, collected in a child process killed after timeout seconds.
+
+    Returns a dict:
+
+    * ``state``: "ok", one of nvidia_smi.ERROR_STATES (driver_library_mismatch, driver_not_loaded, no_devices,
+      gpu_lost, device_error, error), "timeout" or "library_not_found"; ``message``: one line;
+      ``nvml_return``: the name of the NVML return code that decided a failing state, else None
+    * ``driver_version``, ``cuda_driver_version`` ("12.2"), ``nvml_version``, ``count`` (what
+      nvmlDeviceGetCount_v2 says, lost GPUs included)
+    * ``devices``: the shared per-GPU fact schema, index order; ``lost``: [{index, pci_bus_id, nvml_return}]
+      for GPUs whose handle or a call on it failed (GPU_IS_LOST and the like); they are not in devices
+    * ``topology``: gpus, matrix, nics (None), gpu_nic (None), cpu_affinity, numa_affinity, gpu_numa_id as
+      ``nvidia_smi.parse_topology`` gives them; nvlink {"GPU0": [{link, active, speed_gbps,
+      remote_pci_bus_id, remote_device_type}]} (GPUs without NVLink are absent); p2p {"GPU0": {"GPU1": "OK"}}
+    * ``utilization``: {"GPU0": {gpu_pct, memory_pct}} (None where unreadable)
+    * ``missing``: NVML calls that were absent from the library or answered NOT_SUPPORTED; ``absent``: only
+      the absent ones; ``errors``: other failing calls [{call, device, nvml_return}]
+    * ``timings``: init (nvmlInit_v2), gather (the rest), total (wall time in the caller), in seconds
+    """
+    started = time.monotonic()
+    read_fd, write_fd = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        os.close(read_fd)
+        os.close(write_fd)
+        return _empty("error", "cannot fork for the NVML gather: %s" % exc)
+    if pid == 0:  # pragma: no cover - the child leaves through os._exit
+        os.close(read_fd)
+        _child(write_fd, library)
+    os.close(write_fd)
+    chunks = []
+    timed_out = False
+    deadline = started + timeout
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            ready, _writable, _errors = select.select([read_fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(read_fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(read_fd)
+    if timed_out:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        _reap(pid, 0.5)
+    else:
+        _reap(pid, 1.0)
+    result = _read_result(b"".join(chunks), timed_out, timeout)
+    result["timings"]["total"] = round(time.monotonic() - started, 6)
+    return result
+
+
+def _read_result(data, timed_out, timeout):
+    last_call = None
+    for line in data.decode("utf-8", "replace").splitlines():
+        kind, _separator, rest = line.partition(" ")
+        if kind == "C":
+            last_call = rest
+        elif kind == "R" and not timed_out:
+            try:
+                return json.loads(rest)
+            except ValueError:
+                break
+        elif kind == "E" and not timed_out:
+            try:
+                return _empty("error", json.loads(rest))
+            except ValueError:
+                break
+    if timed_out:
+        return _empty("timeout", "NVML did not answer within %ss%s; the gather was killed" % (
+            timeout, " (last call: %s)" % last_call if last_call else ""))
+    return _empty("error", "the NVML gather ended without a result%s" % (
+        " (last call: %s)" % last_call if last_call else ""))
