@@ -4,7 +4,15 @@
 """Fleet validation and the topology picture: pure functions over gpu facts and probes.
 
 Each filter is documented in its own file beside this one (``gpufleet_node_health.yml``,
-``gpufleet_version_drift.yml``, ``gpufleet_topology_svg.yml``, ``gpufleet_report_node.yml``).
+``gpufleet_health_thresholds.yml``, ``gpufleet_version_drift.yml``, ``gpufleet_topology_svg.yml``,
+``gpufleet_report_node.yml``); docs/health-gates.md explains the gates.
+
+Names checked at the source:
+- clock event reasons: the ``clocks_event_reason_*`` elements of ``nvidia-smi -q -x`` (535+; ``clocks_throttle_reason_*``
+  before), e.g. ../shared fixture 31 (A100, 535) copied as tests/unit/plugins/module_utils fixtures, and the
+  ``nvmlClocksEventReason*`` masks of nvml.h (NVIDIA/go-nvml, gen/nvml/nvml.h);
+- fabric states: ``NVML_GPU_FABRIC_STATE_NOT_SUPPORTED / NOT_STARTED / IN_PROGRESS / COMPLETED`` of nvml.h
+  (https://docs.nvidia.com/deploy/nvml-api/group__nvmlFabricDefs.html); nvidia-smi prints "Completed" and "N/A".
 """
 
 from __future__ import absolute_import, division, print_function
@@ -15,44 +23,284 @@ import math
 
 from ansible.errors import AnsibleFilterError
 
+# The clock event reasons nvidia-smi names (without the clocks_event_reason_ / clocks_throttle_reason_ prefix).
+CLOCK_EVENT_REASONS = (
+    "gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost", "sw_thermal_slowdown",
+    "hw_thermal_slowdown", "hw_power_brake_slowdown", "display_clocks_setting",
+)
 
-def gpufleet_node_health(gpu, probes=None):
-    """``{"failures": [...], "warnings": [...]}`` for one node, from its gpu facts and probes."""
-    if not isinstance(gpu, dict) or "state" not in gpu:
-        raise AnsibleFilterError("gpufleet_node_health expects the gpu facts of gpufleet.node.gpu_facts")
-    probes = probes or {}
-    failures, warnings = [], []
-    if gpu["state"] != "ok":
-        failures.append("driver: %s (%s)" % (gpu["state"], gpu.get("message") or "no message"))
-        return {"failures": failures, "warnings": warnings}
+PREFIX = "gpufleet_health_"
+
+# name: (kind, default). kind "count": an integer >= 0, or null to turn the gate off; "flag": a boolean;
+# "reasons": a list of clock event reason names ([] turns the gate off).
+THRESHOLDS = {
+    "ecc_uncorrected_volatile_max": ("count", 0),
+    "fail_on_remapped_rows_pending": ("flag", True),
+    "fail_on_remapped_rows_failure": ("flag", True),
+    "fail_on_retired_pages_pending": ("flag", True),
+    "fail_on_reset_required": ("flag", True),
+    "fail_on_drain_and_reset_recommended": ("flag", True),
+    "require_fabric_completed": ("flag", True),
+    "slowdown_reasons_when_idle": ("reasons", ["hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown",
+                                               "sw_thermal_slowdown"]),
+    "require_pcie_width_max": ("flag", True),
+    "require_pcie_gen_max": ("flag", True),
+    "require_compute_mode_default": ("flag", True),
+    "require_all_pci_gpus": ("flag", True),
+    "nvlink_inactive_max": ("count", 0),
+}
+
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0")
+
+
+def _threshold_value(name, kind, value):
+    """The value of one threshold, checked; strings from ``-e name=value`` are read as Ansible reads them."""
+    full = PREFIX + name
+    if kind == "flag":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+            return value.strip().lower() in _TRUE
+        raise AnsibleFilterError("%s must be true or false, not %r" % (full, value))
+    if kind == "count":
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("", "null", "none")):
+            return None
+        if isinstance(value, str) and value.strip().isdigit():
+            return int(value.strip())
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        raise AnsibleFilterError("%s must be a whole number >= 0 (or null to turn the gate off), not %r" % (full, value))
+    if isinstance(value, str):
+        value = [item.strip() for item in value.split(",") if item.strip()]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
+        raise AnsibleFilterError("%s must be a list of clock event reasons, not %r" % (full, value))
+    unknown = [item for item in value if item not in CLOCK_EVENT_REASONS]
+    if unknown:
+        raise AnsibleFilterError("%s: unknown clock event reason %s (known: %s)"
+                                 % (full, ", ".join(unknown), ", ".join(CLOCK_EVENT_REASONS)))
+    return sorted(set(value))
+
+
+def gpufleet_health_thresholds(overrides=None):
+    """The health gates' thresholds: the defaults, with ``overrides`` (keys with or without the
+    ``gpufleet_health_`` prefix) checked and applied. Raises AnsibleFilterError naming the bad variable."""
+    if overrides is None:
+        overrides = {}
+    if not isinstance(overrides, dict):
+        raise AnsibleFilterError("gpufleet_health_thresholds expects a mapping of gpufleet_health_* variables, not %r"
+                                 % (overrides,))
+    resolved = dict((name, _threshold_value(name, kind, default)) for name, (kind, default) in THRESHOLDS.items())
+    for key, value in overrides.items():
+        name = key[len(PREFIX):] if isinstance(key, str) and key.startswith(PREFIX) else key
+        if name not in THRESHOLDS:
+            raise AnsibleFilterError("unknown health threshold %s (known: %s)"
+                                     % (key, ", ".join(PREFIX + known for known in sorted(THRESHOLDS))))
+        resolved[name] = _threshold_value(name, THRESHOLDS[name][0], value)
+    return resolved
+
+
+def _idle(device):
+    """True (idle), False (busy) or None (unknown) for one GPU.
+
+    Utilisation where the facts carry it (``utilization_gpu_pct``); otherwise the clock event reasons: ``gpu_idle``
+    active means idle, reported without it means busy, not reported means unknown."""
+    utilisation = device.get("utilization_gpu_pct")
+    if isinstance(utilisation, (int, float)) and not isinstance(utilisation, bool):
+        return utilisation == 0
+    reasons = device.get("clock_event_reasons_active")
+    if not isinstance(reasons, list):
+        return None
+    return "gpu_idle" in reasons
+
+
+def _known_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class _Assessment(object):
+    """Collects failures, warnings and what could not be checked (gate: [GPU labels])."""
+
+    def __init__(self):
+        self.failures, self.warnings, self.unknown = [], [], {}
+
+    def not_checked(self, what, label):
+        self.unknown.setdefault(what, []).append(label)
+
+    def result(self):
+        for what, labels in sorted(self.unknown.items()):
+            self.warnings.append("%s not reported (%s): not checked" % (what, ", ".join(labels)))
+        return {"failures": self.failures, "warnings": self.warnings}
+
+
+def _check_memory(device, label, limits, out):
+    ecc = device.get("ecc_errors_uncorrected_volatile")
+    if limits["ecc_uncorrected_volatile_max"] is not None:
+        if _known_int(ecc):
+            if ecc > limits["ecc_uncorrected_volatile_max"]:
+                out.failures.append("%s: %d uncorrected ECC errors since the driver loaded (max %d)"
+                                    % (label, ecc, limits["ecc_uncorrected_volatile_max"]))
+        elif (device.get("ecc_mode") or {}).get("current") is False:
+            out.warnings.append("%s: ECC is off, uncorrected errors are not counted" % label)
+        else:
+            out.not_checked("uncorrected ECC errors", label)
+    rows = device.get("remapped_rows")
+    if isinstance(rows, dict):
+        if limits["fail_on_remapped_rows_failure"] and rows.get("failure") is True:
+            out.failures.append("%s: row remapping failed (replace the GPU)" % label)
+        if limits["fail_on_remapped_rows_pending"] and rows.get("pending") is True:
+            out.failures.append("%s: row remapping pending (reset the GPU)" % label)
+    pending = (device.get("retired_pages") or {}).get("pending")
+    if limits["fail_on_retired_pages_pending"] and pending is True:
+        out.failures.append("%s: retired pages pending (reset the GPU)" % label)
+    # GPUs since Ampere remap rows instead of retiring pages (and report pending retirement as N/A): only when
+    # neither is reported is the memory repair state unknown.
+    if not isinstance(rows, dict) and pending is None and (
+            limits["fail_on_retired_pages_pending"] or limits["fail_on_remapped_rows_pending"]):
+        out.not_checked("memory repair (remapped rows, retired pages)", label)
+
+
+def _check_reset(device, label, limits, out):
+    for key, wanted, reason in (
+            ("reset_required", limits["fail_on_reset_required"], "reset required"),
+            ("drain_and_reset_recommended", limits["fail_on_drain_and_reset_recommended"],
+             "drain and reset recommended")):
+        if not wanted:
+            continue
+        value = device.get(key)
+        if value is True:
+            out.failures.append("%s: %s" % (label, reason))
+        elif value is None:
+            out.not_checked(key.replace("_", " "), label)
+
+
+def _check_fabric(device, label, limits, out):
+    fabric = device.get("fabric") or {}
+    state, status = fabric.get("state"), fabric.get("status")
+    if not limits["require_fabric_completed"] or not isinstance(state, str) or state.strip().upper() in ("N/A", "NOT SUPPORTED"):
+        return
+    if state.strip().lower() != "completed":
+        out.failures.append("%s: NVLink fabric %s, not Completed (fabric manager)" % (label, state))
+    elif isinstance(status, str) and status.strip().upper() not in ("SUCCESS", "N/A"):
+        out.failures.append("%s: NVLink fabric Completed with status %s" % (label, status))
+
+
+def _check_clocks(device, label, limits, out):
+    watched = limits["slowdown_reasons_when_idle"]
+    if not watched:
+        return
+    reasons = device.get("clock_event_reasons_active")
+    if not isinstance(reasons, list):
+        out.not_checked("clock event reasons", label)
+        return
+    slow = [reason for reason in sorted(reasons) if reason in watched]
+    if not slow:
+        return
+    idle = _idle(device)
+    if idle:
+        out.failures.append("%s: %s while idle" % (label, ", ".join(slow)))
+    else:
+        out.warnings.append("%s: %s while %s" % (label, ", ".join(slow), "busy" if idle is False else "its load is unknown"))
+
+
+def _check_pcie(device, label, limits, out):
+    pcie = device.get("pcie") or {}
+    for kind, wanted in (("width", limits["require_pcie_width_max"]), ("gen", limits["require_pcie_gen_max"])):
+        current, top = pcie.get(kind + "_current"), pcie.get(kind + "_max")
+        if not wanted:
+            continue
+        if not (_known_int(current) and _known_int(top)):
+            out.not_checked("PCIe link %s" % ("width" if kind == "width" else "generation"), label)
+            continue
+        if current >= top:
+            continue
+        if kind == "width":
+            out.failures.append("%s: PCIe x%d of x%d" % (label, current, top))
+        elif _idle(device) is False:
+            out.failures.append("%s: PCIe gen %d of %d while busy" % (label, current, top))
+        else:
+            # An idle GPU lowers its link generation to save power: below the maximum is only suspect under load.
+            out.warnings.append("%s: PCIe gen %d of %d (normal when idle)" % (label, current, top))
+
+
+def _check_compute_mode(device, label, limits, out):
+    if not limits["require_compute_mode_default"]:
+        return
+    mode = device.get("compute_mode")
+    if mode is None:
+        out.not_checked("compute mode", label)
+    elif mode != "Default":
+        out.failures.append("%s: compute mode %s, not Default" % (label, mode))
+
+
+def _check_count(gpu, limits, out):
+    if not limits["require_all_pci_gpus"]:
+        return
+    seen = gpu.get("count")
     pci = (gpu.get("pci") or {}).get("nvidia_gpus")
-    if pci is not None and pci != gpu.get("count"):
-        failures.append("GPUs: %s on the PCI bus, nvidia-smi sees %s" % (pci, gpu.get("count")))
-    topology = gpu.get("topology") or {}
-    inactive = []
-    for name, links in sorted((topology.get("nvlink") or {}).items()):
-        down = [str(link["link"]) for link in links if link.get("active") is False]
+    attached = gpu.get("attached_gpus")
+    if _known_int(pci) and _known_int(seen) and pci > seen:
+        out.failures.append("GPUs: %d on the PCI bus, the driver sees %d" % (pci, seen))
+    elif _known_int(pci) and _known_int(seen) and pci < seen:
+        out.warnings.append("GPUs: the driver sees %d, the PCI bus shows %d" % (seen, pci))
+    elif not _known_int(pci):
+        out.not_checked("GPUs on the PCI bus", "node")
+    if _known_int(attached) and _known_int(seen) and attached > seen:
+        out.failures.append("GPUs: the driver counts %d attached, answers for %d (lost GPUs?)" % (attached, seen))
+
+
+def _check_nvlink(topology, limits, out):
+    most = limits["nvlink_inactive_max"]
+    if most is None:
+        return
+    inactive, count = [], 0
+    dead = sorted(topology.get("nvlink_gpus_all_inactive") or [], key=lambda name: (len(name), name))
+    for name, links in sorted((topology.get("nvlink") or {}).items(), key=lambda item: (len(item[0]), item[0])):
+        if name in dead:
+            continue
+        down = [str(link.get("link")) for link in links if link.get("active") is False]
         if down:
             inactive.append("%s link %s" % (name, ",".join(down)))
-    if inactive:
-        failures.append("NVLink inactive: %s" % "; ".join(inactive))
+            count += len(down)
+    inactive.extend("%s all links" % name for name in dead)
+    reported = topology.get("nvlink_links_inactive")
+    count = max(count, reported if _known_int(reported) else 0)
+    if dead or count > most:
+        out.failures.append("NVLink inactive: %s" % ("; ".join(inactive) or "%d links" % count))
+    elif count:
+        out.warnings.append("NVLink inactive (%d allowed): %s" % (most, "; ".join(inactive) or "%d links" % count))
+
+
+def gpufleet_node_health(gpu, probes=None, thresholds=None):
+    """``{"failures": [...], "warnings": [...]}`` for one node, from its gpu facts, probes and health thresholds."""
+    if not isinstance(gpu, dict) or "state" not in gpu:
+        raise AnsibleFilterError("gpufleet_node_health expects the gpu facts of gpufleet.node.gpu_facts")
+    limits = gpufleet_health_thresholds(thresholds)
+    probes = probes or {}
+    out = _Assessment()
+    if gpu["state"] != "ok":
+        out.failures.append("driver: %s (%s)" % (gpu["state"], gpu.get("message") or "no message"))
+        return out.result()
+    topology = gpu.get("topology") or {}
+    _check_count(gpu, limits, out)
+    _check_nvlink(topology, limits, out)
     for device in gpu.get("devices") or []:
         label = "GPU%s" % device.get("index")
         if device.get("persistence_mode") is False and probes.get("persistence_expected", True):
-            failures.append("%s: persistence mode off" % label)
-        if device.get("ecc_errors_uncorrected_volatile"):
-            failures.append("%s: %d uncorrected ECC errors" % (label, device["ecc_errors_uncorrected_volatile"]))
-        pages = device.get("retired_pages") or {}
-        if pages.get("pending"):
-            failures.append("%s: retired pages pending (reset the GPU)" % label)
-        pcie = device.get("pcie") or {}
-        if pcie.get("width_current") and pcie.get("width_max") and pcie["width_current"] < pcie["width_max"]:
-            failures.append("%s: PCIe x%d of x%d" % (label, pcie["width_current"], pcie["width_max"]))
-        if pcie.get("gen_current") and pcie.get("gen_max") and pcie["gen_current"] < pcie["gen_max"]:
-            warnings.append("%s: PCIe gen %d of %d (normal when idle)" % (label, pcie["gen_current"], pcie["gen_max"]))
-    if topology.get("nvswitch") and probes.get("fabricmanager_active") is not True:
-        failures.append("fabric manager not active on an NVSwitch system")
-    return {"failures": failures, "warnings": warnings}
+            out.failures.append("%s: persistence mode off" % label)
+        _check_memory(device, label, limits, out)
+        _check_reset(device, label, limits, out)
+        _check_fabric(device, label, limits, out)
+        _check_clocks(device, label, limits, out)
+        _check_pcie(device, label, limits, out)
+        _check_compute_mode(device, label, limits, out)
+    if topology.get("nvswitch"):
+        active = probes.get("fabricmanager_active")
+        if active is False:
+            out.failures.append("fabric manager not active on an NVSwitch system")
+        elif active is None:
+            out.not_checked("fabric manager state", "node")
+    return out.result()
 
 
 def gpufleet_version_drift(nodes, keys=("driver", "cuda", "nccl", "torch")):
@@ -66,7 +314,7 @@ def gpufleet_version_drift(nodes, keys=("driver", "cuda", "nccl", "torch")):
     groups = {}
     for host in sorted(nodes):
         groups.setdefault(nodes[host].get("group"), []).append(host)
-    drift = {host: [] for host in nodes}
+    drift = dict((host, []) for host in nodes)
     for hosts in groups.values():
         for key in keys:
             values = [(nodes[h].get("versions") or {}).get(key) for h in hosts]
@@ -84,62 +332,236 @@ def _escape(text):
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
 
 
+def _printed(value):
+    """A topo -m column value, or None where it says nothing."""
+    if value is None:
+        return None
+    value = str(value).strip()
+    return None if value in ("", "N/A") else value
+
+
+def _numa_groups(gpus, topology):
+    """``[(label, [gpu, ...]), ...]``: GPUs grouped by NUMA node (else by CPU affinity), in GPU order."""
+    numa = topology.get("numa_affinity") or {}
+    cpus = topology.get("cpu_affinity") or {}
+    groups, order = {}, []
+    for name in gpus:
+        node, cpu = _printed(numa.get(name)), _printed(cpus.get(name))
+        if node is not None:
+            label = "NUMA node %s" % node + (" · CPUs %s" % cpu if cpu else "")
+        elif cpu is not None:
+            label = "CPUs %s" % cpu
+        else:
+            label = "NUMA node unknown"
+        if label not in groups:
+            groups[label] = []
+            order.append(label)
+        groups[label].append(name)
+    return [(label, groups[label]) for label in order]
+
+
+def _nearest_nics(gpus, topology):
+    """``{gpu: ([nic, ...], relation)}``: per GPU the NICs at its closest PCIe level, PIX before PXB."""
+    gpu_nic = topology.get("gpu_nic")
+    if not isinstance(gpu_nic, dict):
+        return {}
+    nearest = {}
+    for name in gpus:
+        relations = gpu_nic.get(name) or {}
+        for level in ("PIX", "PXB"):
+            nics = sorted(nic for nic, relation in relations.items() if relation == level)
+            if nics:
+                nearest[name] = (nics, level)
+                break
+    return nearest
+
+
+def _links_of(name, topology, pairs):
+    """(active, inactive) NVLink links of one GPU: from its links where listed, else from its widest bond."""
+    links = (topology.get("nvlink") or {}).get(name)
+    if links:
+        return (sum(1 for link in links if link.get("active")), sum(1 for link in links if link.get("active") is False))
+    widths = [width for a, b, width in pairs if name in (a, b)]
+    return (max(widths) if widths else 0, 0)
+
+
 def gpufleet_topology_svg(gpu, title=""):
-    """An SVG picture of a node's NVLink topology: GPUs on a circle, one edge per NVLink bond, labelled with its
-    link count (red and dashed where a GPU of the bond has inactive links), an NVSwitch badge where the node has
-    switches. Each edge carries data-a, data-b and data-links, so tests (and people) can read it back."""
+    """An SVG picture of a node: GPUs grouped by NUMA node with their nearest NICs, NVLink bonds with their width
+    (or, on NVSwitch systems, each GPU wired to the switch), inactive links marked, and a legend.
+
+    Bonds carry data-a, data-b and data-links (data-b is "NVSwitch" for a GPU's links to the switch), GPUs
+    data-gpu, NICs data-nic and their edges data-gpu, data-nic and data-rel, so tests (and people) can read it back."""
     if not isinstance(gpu, dict):
         raise AnsibleFilterError("gpufleet_topology_svg expects the gpu facts of gpufleet.node.gpu_facts")
     topology = gpu.get("topology") or {}
     gpus = list(topology.get("gpus") or [])
-    pairs = topology.get("nvlink_pair_list") or []
-    degraded = {name for name, links in (topology.get("nvlink") or {}).items()
-                if any(link.get("active") is False for link in links)}
-    size, radius = 320, 120
-    centre = size / 2
-    points = {}
-    for i, name in enumerate(gpus):
-        angle = 2 * math.pi * i / max(len(gpus), 1) - math.pi / 2
-        points[name] = (round(centre + radius * math.cos(angle), 1), round(centre + radius * math.sin(angle), 1))
+    pairs = [pair for pair in topology.get("nvlink_pair_list") or [] if pair[0] in gpus and pair[1] in gpus]
+    nvlink = topology.get("nvlink") or {}
+    dead = set(topology.get("nvlink_gpus_all_inactive") or [])
+    degraded = dead | set(name for name, links in nvlink.items() if any(link.get("active") is False for link in links))
+    switch = bool(topology.get("nvswitch")) or any(
+        link.get("remote_device_type") == "switch" for links in nvlink.values() for link in links)
+    groups = _numa_groups(gpus, topology)
+    nearest = _nearest_nics(gpus, topology)
+
+    cell, pad, inner, head, nic_row, switch_h, legend_h = 64, 12, 8, 20, 40, 30, 56
+    per_row = min(8, max([len(members) for _label, members in groups] or [1]))
+    width = max(340, 2 * pad + 2 * inner + per_row * cell)
+    points, nic_points, boxes, parts_nics = {}, {}, [], []
+    y = pad
+    switch_y = None
+    # NVSwitch: the switch sits between the first half of the NUMA groups and the rest (below a single group);
+    # NICs go on the far side of each group, so the GPUs face the switch.
+    split = (len(groups) + 1) // 2 if switch else len(groups)
+    for number, (label, members) in enumerate(groups):
+        if switch and number == split:
+            switch_y = y
+            y += switch_h + pad
+        above = switch and number < split
+        group_nics = []
+        for name in members:
+            for nic in nearest.get(name, ([], None))[0]:
+                if nic not in nic_points and nic not in group_nics:
+                    group_nics.append(nic)
+        rows = int(math.ceil(len(members) / float(per_row)))
+        top = y
+        y += head
+        if group_nics and above:
+            nic_y = y + nic_row / 2
+            y += nic_row
+        for i, name in enumerate(members):
+            points[name] = (pad + inner + cell / 2 + (i % per_row) * cell, y + cell / 2 + (i // per_row) * cell)
+        y += rows * cell
+        if group_nics and not above:
+            nic_y = y + nic_row / 2
+            y += nic_row
+        for i, nic in enumerate(group_nics):
+            nic_points[nic] = (pad + inner + cell / 2 + (i % per_row) * cell, nic_y)
+        boxes.append((label, top, y - top + inner))
+        y += inner + pad
+    if switch and switch_y is None:
+        switch_y = y
+        y += switch_h + pad
+    legend_y = y
+    height = y + legend_h
+
     parts = ['<svg xmlns="http://www.w3.org/2000/svg" class="topology" viewBox="0 0 %d %d" width="%d" height="%d" '
-             'role="img" aria-label="%s" data-gpus="%d" data-bonds="%d">'
-             % (size, size, size, size, _escape(title or "NVLink topology"), len(gpus), len(pairs))]
+             'role="img" aria-label="%s" data-gpus="%d" data-switch="%s" data-groups="%d" data-nics="%d">'
+             % (width, height, width, height, _escape(title or "NVLink topology"), len(gpus),
+                "true" if switch else "false", len(groups), len(nic_points))]
     if not gpus:
         parts.append('<text x="%d" y="%d" text-anchor="middle" class="empty">%s</text>'
-                     % (centre, centre, _escape(gpu.get("state", "no GPUs"))))
-    for a, b, links in pairs:
-        if a not in points or b not in points:
-            continue
-        (x1, y1), (x2, y2) = points[a], points[b]
-        bad = a in degraded or b in degraded
-        parts.append('<g class="bond%s" data-a="%s" data-b="%s" data-links="%d"><line x1="%s" y1="%s" x2="%s" '
-                     'y2="%s" stroke-width="%.1f"%s/><text x="%s" y="%s" class="links">%d</text></g>'
-                     % (" degraded" if bad else "", a, b, links, x1, y1, x2, y2, 1 + min(links, 18) / 3,
-                        ' stroke-dasharray="6 4"' if bad else "", round((x1 + x2) / 2, 1), round((y1 + y2) / 2, 1),
-                        links))
-    if topology.get("nvswitch"):
-        parts.append('<text x="%d" y="%d" text-anchor="middle" class="switch">through NVSwitch</text>' % (centre, size - 4))
+                     % (width / 2, pad + 20, _escape(gpu.get("state", "no GPUs"))))
+    for label, top, box_h in boxes:
+        parts.append('<g class="numa" data-label="%s"><rect x="%d" y="%d" width="%d" height="%d" rx="6"/>'
+                     '<text x="%d" y="%d" class="numa-label">%s</text></g>'
+                     % (_escape(label), pad, top, width - 2 * pad, box_h, pad + 6, top + 14, _escape(label)))
+    if switch:
+        count = (gpu.get("pci") or {}).get("nvswitches")
+        parts.append('<g class="switch" data-switches="%s"><rect x="%d" y="%d" width="%d" height="%d" rx="4"/>'
+                     '<text x="%d" y="%d" text-anchor="middle">NVSwitch%s</text></g>'
+                     % (count if count is not None else "", pad, switch_y, width - 2 * pad, switch_h, width / 2,
+                        switch_y + switch_h / 2 + 4, " ×%d" % count if isinstance(count, int) and count else ""))
+    bonds = 0
+    if switch:
+        for name in gpus:
+            active, down = _links_of(name, topology, pairs)
+            (x, gy) = points[name]
+            edge_y = switch_y if gy < switch_y else switch_y + switch_h
+            bad = name in degraded
+            label_y = gy + (30 if edge_y > gy else -24)
+            parts.append('<g class="bond switch-link%s" data-a="%s" data-b="NVSwitch" data-links="%d" data-inactive="%d">'
+                         '<line x1="%s" y1="%s" x2="%s" y2="%s" stroke-width="%.1f"%s/><text x="%s" y="%s" class="links">'
+                         'NV%d</text></g>'
+                         % (" degraded" if bad else "", name, active, down, x, gy, x, edge_y, 1 + min(active, 18) / 3.0,
+                            ' stroke-dasharray="6 4"' if bad else "", x + 4, label_y, active))
+            bonds += 1
+    else:
+        for a, b, links in pairs:
+            (x1, y1), (x2, y2) = points[a], points[b]
+            bad = a in degraded or b in degraded
+            span = abs(gpus.index(a) - gpus.index(b))
+            if y1 == y2 and span > 1:
+                # Same row, not neighbours: an arc over the GPUs between them.
+                cx, cy = (x1 + x2) / 2, y1 - 18 - 10 * span
+                shape = '<path d="M%s %s Q%s %s %s %s" fill="none"' % (x1, y1, cx, cy, x2, y2)
+                tx, ty = cx, (y1 + 2 * cy + y2) / 4
+            else:
+                shape = '<line x1="%s" y1="%s" x2="%s" y2="%s"' % (x1, y1, x2, y2)
+                tx, ty = (x1 + x2) / 2, (y1 + y2) / 2 - 4
+            parts.append('<g class="bond%s" data-a="%s" data-b="%s" data-links="%d">%s stroke-width="%.1f"%s/>'
+                         '<text x="%s" y="%s" text-anchor="middle" class="links">NV%d</text></g>'
+                         % (" degraded" if bad else "", a, b, links, shape, 1 + min(links, 18) / 3.0,
+                            ' stroke-dasharray="6 4"' if bad else "", tx, ty, links))
+            bonds += 1
     for name in gpus:
-        x, y = points[name]
-        parts.append('<g class="gpu%s" data-gpu="%s"><circle cx="%s" cy="%s" r="20"/><text x="%s" y="%s" '
-                     'text-anchor="middle">%s</text></g>'
-                     % (" degraded" if name in degraded else "", name, x, y, x, y + 4, name.replace("GPU", "")))
+        nics, level = nearest.get(name, ([], None))
+        for nic in nics:
+            (x1, y1), (x2, y2) = points[name], nic_points[nic]
+            parts.append('<g class="nic-link" data-gpu="%s" data-nic="%s" data-rel="%s"><line x1="%s" y1="%s" x2="%s" '
+                         'y2="%s"%s/></g>' % (name, _escape(nic), level, x1, y1, x2, y2,
+                                               ' stroke-dasharray="2 3"' if level == "PXB" else ""))
+    for name in gpus:
+        x, gy = points[name]
+        active, down = _links_of(name, topology, pairs)
+        note = "all links down" if name in dead else ("%d down" % down if down else "")
+        parts.append('<g class="gpu%s" data-gpu="%s"><circle cx="%s" cy="%s" r="18"/><text x="%s" y="%s" '
+                     'text-anchor="middle">%s</text>%s</g>'
+                     % (" degraded" if name in degraded else "", name, x, gy, x, gy + 4, name.replace("GPU", ""),
+                        '<text x="%s" y="%s" text-anchor="middle" class="down">%s</text>' % (x, gy + 30, note) if note else ""))
+    for nic, (x, ny) in nic_points.items():
+        parts_nics.append('<g class="nic" data-nic="%s"><rect x="%s" y="%s" width="56" height="20" rx="3"/>'
+                          '<text x="%s" y="%s" text-anchor="middle">%s</text></g>'
+                          % (_escape(nic), x - 28, ny - 10, x, ny + 4, _escape(nic[:9])))
+    parts.extend(parts_nics)
+    parts.append(_legend(pad, legend_y, width))
     parts.append("</svg>")
+    svg = "".join(parts)
+    return svg.replace(' data-gpus="%d"' % len(gpus), ' data-gpus="%d" data-bonds="%d"' % (len(gpus), bonds), 1)
+
+
+def _legend(x, y, width):
+    """The key to the picture: six items in two rows."""
+    col = (width - 2 * x) / 3.0
+    items = [
+        '<circle cx="%s" cy="%s" r="7" class="key-gpu"/>', '<rect x="%s" y="%s" width="16" height="10" class="key-switch"/>',
+        '<line x1="%s" y1="%s" x2="%s" y2="%s" class="key-bond"/>', '<line x1="%s" y1="%s" x2="%s" y2="%s" class="key-down"/>',
+        '<rect x="%s" y="%s" width="16" height="10" class="key-nic"/>', '<rect x="%s" y="%s" width="16" height="10" class="key-numa"/>',
+    ]
+    names = ["GPU", "NVSwitch", "NVLink bond, NV# = links", "inactive NVLink", "NIC (PIX, PXB dotted)", "NUMA node"]
+    parts = ['<g class="legend">']
+    for i, (item, name) in enumerate(zip(items, names)):
+        ix, iy = x + (i % 3) * col, y + 14 + (i // 3) * 22
+        if "circle" in item:
+            shape = item % (ix + 8, iy)
+        elif "line" in item:
+            shape = item % (ix, iy, ix + 16, iy)
+        else:
+            shape = item % (ix, iy - 5)
+        parts.append('<g class="key">%s<text x="%s" y="%s">%s</text></g>' % (shape, ix + 22, iy + 4, name))
+    parts.append("</g>")
     return "".join(parts)
 
 
 def gpufleet_report_node(host_vars):
-    """One node's entry of the fleet report, from its hostvars (after playbooks/fleet_facts.yml)."""
+    """One node's entry of the fleet report, from its hostvars (after playbooks/fleet_facts.yml): what the page
+    shows, a health line, and every GPU fact."""
     try:
         gpu = host_vars["ansible_facts"]["gpu"]
         topology = gpu["topology"]
+        node = host_vars["gpufleet_node"]
+        reasons = list(node["health"]["failures"]) + list(node.get("drift") or [])
         return {
             "host": host_vars["inventory_hostname"],
-            "node": host_vars["gpufleet_node"],
+            "node": node,
             "models": gpu["summary"]["models"],
             "state": gpu["state"],
-            "topology": {key: topology[key] for key in (
-                "gpus", "nvlink_pair_list", "nvswitch", "nvlink_links_active", "nvlink_links_inactive")},
+            "health": {"ok": not reasons, "reasons": reasons, "warnings": list(node["health"]["warnings"]),
+                       "line": "ok" if not reasons else "failing: " + "; ".join(reasons)},
+            "topology": dict((key, topology.get(key)) for key in (
+                "gpus", "nvlink_pair_list", "nvswitch", "nvlink_links_active", "nvlink_links_inactive",
+                "nvlink_gpus_all_inactive")),
+            "gpu": gpu,
         }
     except (KeyError, TypeError) as exc:
         raise AnsibleFilterError("gpufleet_report_node needs a host's vars after fleet_facts.yml (missing %s)" % exc)
@@ -151,6 +573,7 @@ class FilterModule(object):
     def filters(self):
         return {
             "gpufleet_node_health": gpufleet_node_health,
+            "gpufleet_health_thresholds": gpufleet_health_thresholds,
             "gpufleet_version_drift": gpufleet_version_drift,
             "gpufleet_topology_svg": gpufleet_topology_svg,
             "gpufleet_report_node": gpufleet_report_node,

@@ -1,51 +1,246 @@
-"""Fleet validation and the topology picture: node health, version drift and the SVG's edges."""
+"""Fleet validation and the topology picture: node health (one test per gate: healthy passes, the planted fault
+fails with its reason, unknown is a warning only), the thresholds, version drift, the SVG and the report entry.
+
+The facts follow the field names of gpufleet.node.gpu_facts (issue 15). Reason names of clock events are those of
+``nvidia-smi -q -x`` (``clocks_event_reason_*``, e.g. an A100 on 535 in ../shared/fixtures 31-a100-...-xml) and of
+nvml.h's ``nvmlClocksEventReason*`` masks (NVIDIA/go-nvml gen/nvml/nvml.h); fabric states those of nvml.h's
+``NVML_GPU_FABRIC_STATE_*`` as nvidia-smi prints them ("Completed", "In Progress", "N/A").
+"""
 import copy
 import re
+import xml.etree.ElementTree as ET
 
 import pytest
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.node.plugins.filter.fleet import (
-    gpufleet_node_health, gpufleet_topology_svg, gpufleet_version_drift)
+    THRESHOLDS, gpufleet_health_thresholds, gpufleet_node_health, gpufleet_report_node, gpufleet_topology_svg,
+    gpufleet_version_drift)
+
+
+DEVICE = {
+    "index": 0, "name": "NVIDIA A100-SXM4-80GB", "persistence_mode": True, "compute_mode": "Default",
+    "ecc_mode": {"current": True, "pending": True},
+    "ecc_errors_uncorrected_volatile": 0, "ecc_errors_uncorrected_aggregate": 0, "ecc_errors_corrected_volatile": 0,
+    "retired_pages": {"single_bit_ecc": None, "double_bit_ecc": None, "pending": None},
+    "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False},
+    "reset_required": False, "drain_and_reset_recommended": False, "fabric": {"state": None, "status": None},
+    "clock_event_reasons_active": ["gpu_idle"], "temperature_c": 33, "power_draw_w": 60.0,
+    "pcie": {"gen_current": 4, "gen_max": 4, "width_current": 16, "width_max": 16, "replay_counter": 0},
+}
 
 
 def healthy(**topology):
-    device = {"index": 0, "persistence_mode": True, "ecc_errors_uncorrected_volatile": 0,
-              "retired_pages": {"pending": False}, "pcie": {"gen_current": 4, "gen_max": 4, "width_current": 16, "width_max": 16}}
-    gpu = {"state": "ok", "count": 2, "pci": {"nvidia_gpus": 2},  # devices: two independent copies
-           "devices": [copy.deepcopy(device), dict(copy.deepcopy(device), index=1)],
+    gpu = {"state": "ok", "count": 2, "attached_gpus": 2, "pci": {"nvidia_gpus": 2, "nvswitches": 0},
+           "devices": [copy.deepcopy(DEVICE), dict(copy.deepcopy(DEVICE), index=1)],
            "topology": {"gpus": ["GPU0", "GPU1"], "nvswitch": False, "nvlink_pair_list": [["GPU0", "GPU1", 4]],
+                        "nvlink_links_active": 2, "nvlink_links_inactive": 0, "nvlink_gpus_all_inactive": [],
                         "nvlink": {"GPU0": [{"link": 0, "active": True}], "GPU1": [{"link": 0, "active": True}]}}}
     gpu["topology"].update(topology)
     return gpu
 
 
+def with_device(changes, index=1, **topology):
+    gpu = healthy(**topology)
+    gpu["devices"][index].update(changes)
+    return gpu
+
+
 def test_healthy_node():
     assert gpufleet_node_health(healthy(), {}) == {"failures": [], "warnings": []}
+    assert gpufleet_node_health(healthy(), {}, {}) == {"failures": [], "warnings": []}
 
 
-def test_every_failure_is_named():
+# gate: (planted change on GPU1, its reason, the unknown value, the warning's words, the threshold that turns it off)
+GATES = [
+    ({"ecc_errors_uncorrected_volatile": 3}, "GPU1: 3 uncorrected ECC errors since the driver loaded (max 0)",
+     {"ecc_errors_uncorrected_volatile": None}, "uncorrected ECC errors not reported (GPU1)",
+     {"gpufleet_health_ecc_uncorrected_volatile_max": 3}),
+    ({"remapped_rows": {"correctable": 0, "uncorrectable": 1, "pending": True, "failure": False}},
+     "GPU1: row remapping pending (reset the GPU)",
+     {"remapped_rows": None}, "memory repair (remapped rows, retired pages) not reported (GPU1)",
+     {"gpufleet_health_fail_on_remapped_rows_pending": False}),
+    ({"remapped_rows": {"correctable": 0, "uncorrectable": 9, "pending": False, "failure": True}},
+     "GPU1: row remapping failed (replace the GPU)", None, None,
+     {"gpufleet_health_fail_on_remapped_rows_failure": False}),
+    ({"remapped_rows": None, "retired_pages": {"single_bit_ecc": 0, "double_bit_ecc": 2, "pending": True}},
+     "GPU1: retired pages pending (reset the GPU)", None, None,
+     {"gpufleet_health_fail_on_retired_pages_pending": False}),
+    ({"reset_required": True}, "GPU1: reset required",
+     {"reset_required": None}, "reset required not reported (GPU1)", {"gpufleet_health_fail_on_reset_required": False}),
+    ({"drain_and_reset_recommended": True}, "GPU1: drain and reset recommended",
+     {"drain_and_reset_recommended": None}, "drain and reset recommended not reported (GPU1)",
+     {"gpufleet_health_fail_on_drain_and_reset_recommended": False}),
+    ({"fabric": {"state": "In Progress", "status": "N/A"}}, "GPU1: NVLink fabric In Progress, not Completed (fabric manager)",
+     None, None, {"gpufleet_health_require_fabric_completed": False}),
+    ({"fabric": {"state": "Completed", "status": "NVML_ERROR_UNKNOWN"}}, "GPU1: NVLink fabric Completed with status NVML_ERROR_UNKNOWN",
+     None, None, {"gpufleet_health_require_fabric_completed": "false"}),
+    ({"clock_event_reasons_active": ["gpu_idle", "hw_thermal_slowdown", "sw_power_cap"]}, "GPU1: hw_thermal_slowdown while idle",
+     {"clock_event_reasons_active": None}, "clock event reasons not reported (GPU1)",
+     {"gpufleet_health_slowdown_reasons_when_idle": []}),
+    ({"pcie": {"gen_current": 4, "gen_max": 4, "width_current": 8, "width_max": 16}}, "GPU1: PCIe x8 of x16",
+     {"pcie": {"gen_current": 4, "gen_max": 4, "width_current": None, "width_max": 16}}, "PCIe link width not reported (GPU1)",
+     {"gpufleet_health_require_pcie_width_max": False}),
+    ({"pcie": {"gen_current": 3, "gen_max": 4, "width_current": 16, "width_max": 16}, "clock_event_reasons_active": []},
+     "GPU1: PCIe gen 3 of 4 while busy",
+     {"pcie": {"gen_current": None, "gen_max": 4, "width_current": 16, "width_max": 16}}, "PCIe link generation not reported (GPU1)",
+     {"gpufleet_health_require_pcie_gen_max": False}),
+    ({"compute_mode": "Exclusive_Process"}, "GPU1: compute mode Exclusive_Process, not Default",
+     {"compute_mode": None}, "compute mode not reported (GPU1)", {"gpufleet_health_require_compute_mode_default": False}),
+]
+
+
+@pytest.mark.parametrize("fault, reason, unknown, warning, off", GATES, ids=[gate[1] for gate in GATES])
+def test_each_gate(fault, reason, unknown, warning, off):
+    health = gpufleet_node_health(with_device(fault))
+    assert health["failures"] == [reason]
+    assert gpufleet_node_health(with_device(fault), None, off)["failures"] == []
+    if unknown is not None:
+        health = gpufleet_node_health(with_device(unknown))
+        assert health["failures"] == []
+        assert [w for w in health["warnings"] if "not reported" in w] == [warning + ": not checked"]
+
+
+def test_fewer_gpus_than_the_pci_bus_shows():
+    gpu = healthy()
+    gpu["pci"]["nvidia_gpus"] = 3
+    assert gpufleet_node_health(gpu)["failures"] == ["GPUs: 3 on the PCI bus, the driver sees 2"]
+    gpu = healthy(attached_gpus=None)
+    gpu["attached_gpus"] = 3
+    assert gpufleet_node_health(gpu)["failures"] == ["GPUs: the driver counts 3 attached, answers for 2 (lost GPUs?)"]
+    gpu["pci"]["nvidia_gpus"] = None
+    gpu["attached_gpus"] = 2
+    assert gpufleet_node_health(gpu) == {"failures": [], "warnings": ["GPUs on the PCI bus not reported (node): not checked"]}
+    gpu["pci"]["nvidia_gpus"] = 3
+    assert gpufleet_node_health(gpu, {}, {"require_all_pci_gpus": False})["failures"] == []
+
+
+def test_inactive_nvlinks():
+    gpu = healthy(nvlink_links_inactive=2)
+    gpu["topology"]["nvlink"]["GPU1"] = [{"link": 0, "active": True}, {"link": 2, "active": False}, {"link": 5, "active": False}]
+    assert gpufleet_node_health(gpu)["failures"] == ["NVLink inactive: GPU1 link 2,5"]
+    health = gpufleet_node_health(gpu, {}, {"gpufleet_health_nvlink_inactive_max": 2})
+    assert health == {"failures": [], "warnings": ["NVLink inactive (2 allowed): GPU1 link 2,5"]}
+    assert gpufleet_node_health(gpu, {}, {"gpufleet_health_nvlink_inactive_max": None})["failures"] == []
+
+
+def test_a_gpu_with_all_links_down_fails_even_with_no_link_listed():
+    gpu = healthy(nvlink_gpus_all_inactive=["GPU1"])
+    gpu["topology"]["nvlink"]["GPU1"] = []
+    assert gpufleet_node_health(gpu)["failures"] == ["NVLink inactive: GPU1 all links"]
+    assert gpufleet_node_health(gpu, {}, {"nvlink_inactive_max": 8})["failures"] == ["NVLink inactive: GPU1 all links"]
+
+
+def test_a_counted_inactive_link_without_the_list_still_fails():
+    gpu = healthy(nvlink_links_inactive=1)
+    assert gpufleet_node_health(gpu)["failures"] == ["NVLink inactive: 1 links"]
+
+
+def test_slowdown_while_busy_or_of_unknown_load_is_a_warning():
+    busy = with_device({"clock_event_reasons_active": ["hw_slowdown", "sw_power_cap"]})
+    assert gpufleet_node_health(busy) == {"failures": [], "warnings": ["GPU1: hw_slowdown while busy"]}
+    # utilisation, where the facts carry it, decides over the gpu_idle reason
+    idle = with_device({"clock_event_reasons_active": ["hw_slowdown"], "utilization_gpu_pct": 0})
+    assert gpufleet_node_health(idle)["failures"] == ["GPU1: hw_slowdown while idle"]
+    # sw_power_cap is not watched by default; it can be
+    capped = with_device({"clock_event_reasons_active": ["gpu_idle", "sw_power_cap"]})
+    assert gpufleet_node_health(capped)["failures"] == []
+    watched = {"slowdown_reasons_when_idle": "sw_power_cap, hw_slowdown"}
+    assert gpufleet_node_health(capped, {}, watched)["failures"] == ["GPU1: sw_power_cap while idle"]
+
+
+def test_pcie_gen_below_max_while_idle_is_only_a_warning():
+    gpu = with_device({"pcie": {"gen_current": 1, "gen_max": 4, "width_current": 16, "width_max": 16}})
+    assert gpufleet_node_health(gpu) == {"failures": [], "warnings": ["GPU1: PCIe gen 1 of 4 (normal when idle)"]}
+
+
+def test_ecc_off_is_said_not_failed():
+    gpu = with_device({"ecc_errors_uncorrected_volatile": None, "ecc_mode": {"current": False, "pending": False}})
+    assert gpufleet_node_health(gpu) == {"failures": [], "warnings": ["GPU1: ECC is off, uncorrected errors are not counted"]}
+
+
+def test_unknown_values_are_gathered_per_gate():
+    gpu = healthy()
+    for device in gpu["devices"]:
+        device.update(compute_mode=None, reset_required=None)
+    health = gpufleet_node_health(gpu)
+    assert health["failures"] == []
+    assert health["warnings"] == ["compute mode not reported (GPU0, GPU1): not checked",
+                                  "reset required not reported (GPU0, GPU1): not checked"]
+
+
+def test_fabric_not_applicable_is_neither_failure_nor_warning():
+    for state in (None, "N/A", "Not Supported"):
+        assert gpufleet_node_health(with_device({"fabric": {"state": state, "status": None}})) == {"failures": [], "warnings": []}
+    done = with_device({"fabric": {"state": "Completed", "status": "Success"}})
+    assert gpufleet_node_health(done) == {"failures": [], "warnings": []}
+
+
+def test_fabric_manager_probe_on_an_nvswitch_node():
+    gpu = healthy(nvswitch=True)
+    assert gpufleet_node_health(gpu, {"fabricmanager_active": True}) == {"failures": [], "warnings": []}
+    assert gpufleet_node_health(gpu, {"fabricmanager_active": False})["failures"] == [
+        "fabric manager not active on an NVSwitch system"]
+    assert gpufleet_node_health(gpu, {}) == {"failures": [], "warnings": ["fabric manager state not reported (node): not checked"]}
+
+
+def test_every_failure_is_named_in_order():
     gpu = healthy(nvswitch=True)
     gpu["pci"]["nvidia_gpus"] = 3
     gpu["topology"]["nvlink"]["GPU1"] = [{"link": 0, "active": True}, {"link": 5, "active": False}]
-    gpu["devices"][0].update(persistence_mode=False, ecc_errors_uncorrected_volatile=2, retired_pages={"pending": True})
-    gpu["devices"][1]["pcie"].update(width_current=8, gen_current=1)
+    gpu["devices"][0].update(persistence_mode=False, ecc_errors_uncorrected_volatile=2, compute_mode="Prohibited")
+    gpu["devices"][1]["pcie"].update(width_current=8)
     health = gpufleet_node_health(gpu, {"fabricmanager_active": False})
     assert health["failures"] == [
-        "GPUs: 3 on the PCI bus, nvidia-smi sees 2",
+        "GPUs: 3 on the PCI bus, the driver sees 2",
         "NVLink inactive: GPU1 link 5",
         "GPU0: persistence mode off",
-        "GPU0: 2 uncorrected ECC errors",
-        "GPU0: retired pages pending (reset the GPU)",
+        "GPU0: 2 uncorrected ECC errors since the driver loaded (max 0)",
+        "GPU0: compute mode Prohibited, not Default",
         "GPU1: PCIe x8 of x16",
         "fabric manager not active on an NVSwitch system",
     ]
-    assert health["warnings"] == ["GPU1: PCIe gen 1 of 4 (normal when idle)"]
 
 
 def test_a_silent_driver_is_one_failure():
     health = gpufleet_node_health({"state": "driver_not_loaded", "message": "no module"})
     assert health["failures"] == ["driver: driver_not_loaded (no module)"]
+
+
+def test_persistence_off_is_a_failure_unless_the_node_is_meant_to_run_without_it():
+    gpu = with_device({"persistence_mode": False}, index=0)
+    assert gpufleet_node_health(gpu)["failures"] == ["GPU0: persistence mode off"]
+    assert gpufleet_node_health(gpu, {"persistence_expected": False})["failures"] == []
+
+
+def test_thresholds_defaults_and_overrides():
+    defaults = gpufleet_health_thresholds()
+    assert sorted(defaults) == sorted(THRESHOLDS)
+    assert defaults["ecc_uncorrected_volatile_max"] == 0 and defaults["require_compute_mode_default"] is True
+    assert defaults["slowdown_reasons_when_idle"] == ["hw_power_brake_slowdown", "hw_slowdown", "hw_thermal_slowdown",
+                                                      "sw_thermal_slowdown"]
+    # values as -e name=value gives them (strings), with and without the prefix
+    resolved = gpufleet_health_thresholds({"gpufleet_health_ecc_uncorrected_volatile_max": "4", "require_pcie_gen_max": "no",
+                                           "gpufleet_health_nvlink_inactive_max": "null"})
+    assert resolved["ecc_uncorrected_volatile_max"] == 4 and resolved["require_pcie_gen_max"] is False
+    assert resolved["nvlink_inactive_max"] is None
+
+
+@pytest.mark.parametrize("overrides, words", [
+    ({"gpufleet_health_ecc_uncorrected_max": 0}, "unknown health threshold gpufleet_health_ecc_uncorrected_max"),
+    ({"gpufleet_health_ecc_uncorrected_volatile_max": -1}, "gpufleet_health_ecc_uncorrected_volatile_max must be a whole number"),
+    ({"gpufleet_health_ecc_uncorrected_volatile_max": "lots"}, "gpufleet_health_ecc_uncorrected_volatile_max must be a whole number"),
+    ({"gpufleet_health_ecc_uncorrected_volatile_max": True}, "gpufleet_health_ecc_uncorrected_volatile_max must be a whole number"),
+    ({"gpufleet_health_require_compute_mode_default": "maybe"}, "gpufleet_health_require_compute_mode_default must be true or false"),
+    ({"gpufleet_health_slowdown_reasons_when_idle": ["hw_slowdwn"]}, "unknown clock event reason hw_slowdwn"),
+    ({"gpufleet_health_slowdown_reasons_when_idle": 3}, "must be a list of clock event reasons"),
+    (["gpufleet_health_nvlink_inactive_max"], "expects a mapping"),
+])
+def test_bad_thresholds_are_named(overrides, words):
+    with pytest.raises(AnsibleFilterError, match=re.escape(words)):
+        gpufleet_health_thresholds(overrides)
+    with pytest.raises(AnsibleFilterError, match=re.escape(words)):
+        gpufleet_node_health(healthy(), {}, overrides)
 
 
 def test_drift_against_the_group_majority():
@@ -62,37 +257,99 @@ def test_drift_against_the_group_majority():
         gpufleet_version_drift([])
 
 
-def test_svg_edges_match_the_pairs():
-    gpu = healthy(gpus=["GPU0", "GPU1", "GPU2"], nvswitch=True,
-                  nvlink_pair_list=[["GPU0", "GPU1", 12], ["GPU0", "GPU2", 12], ["GPU1", "GPU2", 6]])
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def parse(svg):
+    """The picture as XML (it must be well formed) and its bonds as (class, a, b, links)."""
+    root = ET.fromstring(svg)
+    bonds = [(g.get("class"), g.get("data-a"), g.get("data-b"), int(g.get("data-links")))
+             for g in root.iter(SVG + "g") if (g.get("class") or "").split()[:1] == ["bond"]]
+    return root, bonds
+
+
+def eight_gpus(nvswitch):
+    gpus = ["GPU%d" % i for i in range(8)]
+    gpu = healthy(gpus=gpus, nvswitch=nvswitch,
+                  nvlink_pair_list=[[a, b, 12] for i, a in enumerate(gpus) for b in gpus[i + 1:]],
+                  nvlink=dict((g, [{"link": n, "active": True} for n in range(12)]) for g in gpus),
+                  numa_affinity=dict((g, "0" if i < 4 else "1") for i, g in enumerate(gpus)),
+                  cpu_affinity=dict((g, "0-23" if i < 4 else "24-47") for i, g in enumerate(gpus)),
+                  gpu_nic={"GPU0": {"mlx5_0": "PIX", "mlx5_1": "SYS"}, "GPU1": {"mlx5_0": "PXB", "mlx5_1": "SYS"},
+                           "GPU4": {"mlx5_0": "SYS", "mlx5_1": "PXB"}})
+    gpu["pci"]["nvswitches"] = 6 if nvswitch else 0
+    return gpu
+
+
+def test_svg_of_an_nvswitch_node_wires_each_gpu_to_the_switch():
+    gpu = eight_gpus(True)
+    gpu["topology"]["nvlink"]["GPU5"][3]["active"] = False
+    root, bonds = parse(gpufleet_topology_svg(gpu, "hgx <1>"))
+    assert root.get("aria-label") == "hgx <1>" and root.get("data-switch") == "true"
+    assert [(a, b) for _cls, a, b, _n in bonds] == [("GPU%d" % i, "NVSwitch") for i in range(8)]   # not 28 GPU pairs
+    assert [n for _cls, _a, _b, n in bonds] == [12, 12, 12, 12, 12, 11, 12, 12]
+    assert [cls for cls, a, _b, _n in bonds if "degraded" in cls] == ["bond switch-link degraded"]
+    assert len([g for g in root.iter(SVG + "g") if g.get("class") == "switch"]) == 1
+    assert [t.text for t in root.iter(SVG + "text") if t.get("class") == "down"] == ["1 down"]
+
+
+def test_svg_groups_gpus_by_numa_node_with_their_nearest_nics():
+    root, _bonds = parse(gpufleet_topology_svg(eight_gpus(False)))
+    groups = [g.get("data-label") for g in root.iter(SVG + "g") if g.get("class") == "numa"]
+    assert groups == [u"NUMA node 0 \u00b7 CPUs 0-23", u"NUMA node 1 \u00b7 CPUs 24-47"]
+    links = sorted((g.get("data-gpu"), g.get("data-nic"), g.get("data-rel")) for g in root.iter(SVG + "g")
+                   if g.get("class") == "nic-link")
+    # GPU1 sees mlx5_0 only through PXB: that is its nearest; SYS NICs are not drawn
+    assert links == [("GPU0", "mlx5_0", "PIX"), ("GPU1", "mlx5_0", "PXB"), ("GPU4", "mlx5_1", "PXB")]
+    assert root.get("data-nics") == "2" and root.get("data-groups") == "2"
+
+
+def test_svg_draws_no_nics_where_the_backend_gives_none():
+    gpu = eight_gpus(False)
+    gpu["topology"]["gpu_nic"] = None
+    root, bonds = parse(gpufleet_topology_svg(gpu))
+    assert root.get("data-nics") == "0" and len(bonds) == 28
+
+
+def test_svg_bonds_match_the_pairs_and_mark_inactive_links():
+    gpu = healthy(gpus=["GPU0", "GPU1", "GPU2", "GPU3"], nvlink_pair_list=[["GPU0", "GPU1", 4], ["GPU2", "GPU3", 3]],
+                  nvlink_gpus_all_inactive=["GPU1"])
     gpu["topology"]["nvlink"]["GPU2"] = [{"link": 3, "active": False}]
     svg = gpufleet_topology_svg(gpu, "node <1>")
-    edges = re.findall(r'<g class="bond( degraded)?" data-a="(\w+)" data-b="(\w+)" data-links="(\d+)"', svg)
-    assert edges == [("", "GPU0", "GPU1", "12"), (" degraded", "GPU0", "GPU2", "12"), (" degraded", "GPU1", "GPU2", "6")]
-    assert svg.count("<circle") == 3 and "NVSwitch" in svg and "node &lt;1&gt;" in svg
-    assert svg.startswith("<svg") and svg.endswith("</svg>")
+    root, bonds = parse(svg)
+    assert bonds == [("bond degraded", "GPU0", "GPU1", 4), ("bond degraded", "GPU2", "GPU3", 3)]
+    assert [t.text for t in root.iter(SVG + "text") if t.get("class") == "links"] == ["NV4", "NV3"]
+    assert [t.text for t in root.iter(SVG + "text") if t.get("class") == "down"] == ["all links down", "1 down"]
+    assert root.get("data-switch") == "false" and root.get("data-bonds") == "2" and root.get("data-gpus") == "4"
+    assert "node &lt;1&gt;" in svg and svg.startswith("<svg") and svg.endswith("</svg>")
+
+
+def test_svg_has_a_legend():
+    root, _bonds = parse(gpufleet_topology_svg(healthy()))
+    legend = [g for g in root.iter(SVG + "g") if g.get("class") == "legend"]
+    assert len(legend) == 1
+    words = [t.text for t in legend[0].iter(SVG + "text")]
+    assert words == ["GPU", "NVSwitch", "NVLink bond, NV# = links", "inactive NVLink", "NIC (PIX, PXB dotted)", "NUMA node"]
 
 
 def test_svg_of_a_node_without_gpus():
     svg = gpufleet_topology_svg({"state": "not_installed", "topology": {}})
-    assert 'data-gpus="0"' in svg and "not_installed" in svg
+    root, bonds = parse(svg)
+    assert root.get("data-gpus") == "0" and bonds == [] and "not_installed" in svg
 
 
 def test_report_node_from_host_vars():
-    from ansible_collections.gpufleet.node.plugins.filter.fleet import gpufleet_report_node
     gpu = healthy()
     gpu["summary"] = {"models": {"NVIDIA A100-SXM4-80GB": 2}}
-    gpu["topology"].update(nvlink_links_active=2, nvlink_links_inactive=0)
-    node = {"group": "hgx", "versions": {}, "health": {"failures": [], "warnings": []}, "drift": []}
+    node = {"group": "hgx", "versions": {}, "health": {"failures": [], "warnings": ["w"]}, "drift": []}
     entry = gpufleet_report_node({"inventory_hostname": "n1", "ansible_facts": {"gpu": gpu}, "gpufleet_node": node})
     assert entry["host"] == "n1" and entry["node"] is node and entry["state"] == "ok"
+    assert entry["health"] == {"ok": True, "reasons": [], "warnings": ["w"], "line": "ok"}
     assert entry["topology"]["nvlink_pair_list"] == [["GPU0", "GPU1", 4]] and "nvlink" not in entry["topology"]
+    assert entry["gpu"] is gpu    # the JSON carries every fact
+    failing = dict(node, health={"failures": ["GPU1: reset required"], "warnings": []}, drift=["nccl missing, the group runs 2.18.3"])
+    entry = gpufleet_report_node({"inventory_hostname": "n2", "ansible_facts": {"gpu": gpu}, "gpufleet_node": failing})
+    assert entry["health"]["line"] == "failing: GPU1: reset required; nccl missing, the group runs 2.18.3"
+    assert entry["health"]["ok"] is False
     with pytest.raises(AnsibleFilterError):
         gpufleet_report_node({"inventory_hostname": "n1"})
-
-
-def test_persistence_off_is_a_failure_unless_the_node_is_meant_to_run_without_it():
-    gpu = {"state": "ok", "count": 1, "pci": {"nvidia_gpus": 1}, "topology": {},
-           "devices": [{"index": 0, "persistence_mode": False}]}
-    assert gpufleet_node_health(gpu)["failures"] == ["GPU0: persistence mode off"]
-    assert gpufleet_node_health(gpu, {"persistence_expected": False})["failures"] == []
