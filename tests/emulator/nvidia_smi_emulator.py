@@ -1,15 +1,32 @@
 """A stand-in ``nvidia-smi`` that replays a hardware profile (test-only code).
 
-It answers the subcommands gpufleet.node uses exactly as the real tool prints them: ``-q -x``, ``topo -m``,
-``nvlink -s``, ``-L``, ``--query-gpu=... --format=csv[,noheader]`` and ``--version``. Profiles are JSON
-files beside this one (``profiles/<name>.json``); the topology matrix of each is a real capture.
+It answers the subcommands gpufleet.node uses exactly as the real tool of the 535 branch prints them: ``-q -x``
+(DTD nvsmi_device_v12), ``topo -m``, ``nvlink -s``, ``-L``, ``--query-gpu=... --format=csv[,noheader][,nounits]``
+and ``--version``. Profiles are JSON files beside this one (``profiles/<name>.json``; their sources are in
+``profiles/SOURCES.md``); the topology matrix of each is a real capture.
 
 Configuration, read at every call:
 
 * the profile: ``$GPUFLEET_EMULATOR_PROFILE``, else the first line of ``/etc/gpufleet-emulator/profile``;
 * a per-call delay in milliseconds that models a real node's NVML start-up:
   ``$GPUFLEET_EMULATOR_DELAY_MS``, else ``/etc/gpufleet-emulator/delay_ms``, else 0;
-* faults: ``/etc/gpufleet-emulator/inactive_links``, lines of ``<gpu index> <link>`` to report inactive.
+* faults: ``/etc/gpufleet-emulator/faults.json`` (absent: none), ``{"inactive_links": [[gpu, link], ...],
+  "all_links_inactive": [gpu, ...], "lost_gpus": [gpu, ...], "gpus": {"<index>": {<per-GPU profile key>: value}}}``,
+  and the older ``/etc/gpufleet-emulator/inactive_links`` (lines of ``<gpu index> <link>``), which keeps working.
+  ``$GPUFLEET_EMULATOR_CONFIG`` replaces the directory ``/etc/gpufleet-emulator``.
+
+A profile's ``gpu`` holds what every GPU shares; ``per_gpu`` (``{"<index>": {...}}``) and the faults' ``gpus``
+override it per GPU, in that order. Per-GPU keys and their defaults are ``GPU_DEFAULTS`` below; ``pci_device_id``
+(``"0x20b2"``) and ``row_remapper_banks`` (the bank count of the remapping histogram) are optional and printed
+only where a profile gives them.
+
+How a fault shows, as on real machines: an inactive link is ``Link N: <inactive>``; a GPU with every link down
+prints ``NVML: Unable to retrieve NVLink information as all links are inActive`` under its ``nvlink -s`` header
+(https://github.com/leptonai/gpud/issues/1085); a GPU without NVLink prints nothing at all and ``nvlink -s`` exits
+0. A lost GPU (fallen off the bus) is missing from every listing while ``attached_gpus`` still counts it, and
+each command that meets it writes ``Unable to determine the device handle for GPU 0000:07:00.0: GPU is lost.
+Reboot the system to recover this GPU`` (two spaces after the full stop, as published) to stderr and exits 15,
+NVML_ERROR_GPU_IS_LOST, the code nvidia-smi returns for it; ``topo -m`` prints no matrix then.
 
 Persistence mode is reported as the real daemon leaves it: "Enabled" while an ``nvidia-persistenced`` process
 runs without ``--no-persistence-mode`` (the daemon turns persistence mode on for every device at start unless
@@ -19,16 +36,66 @@ last one given wins), "Disabled" otherwise. The processes are read from ``/proc/
 so a unit that runs the daemon with the option (Ubuntu's nvidia-compute-utils package does) reports "Disabled".
 ``/etc/gpufleet-emulator/persistence`` (non-empty) forces "Enabled", as ``nvidia-smi -pm 1`` would.
 """
+import copy
 import json
 import os
 import sys
 import time
 import uuid as uuid_module
+from xml.sax.saxutils import escape
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIG_DIR = os.environ.get("GPUFLEET_EMULATOR_CONFIG", "/etc/gpufleet-emulator")
 
 USAGE_ERROR = 2
+GPU_IS_LOST = 15        # nvidia-smi exits with the NVML return code: NVML_ERROR_GPU_IS_LOST (nvml.h)
+NA = "N/A"
+
+# Per-GPU profile keys and their values where a profile does not give them (the shared profile contract).
+GPU_DEFAULTS = {
+    "architecture": "Ampere",
+    "compute_capability": "8.0",
+    "temperature_c": 33,
+    "power_draw_w": 60.0,
+    "compute_mode": "Default",
+    "pcie_replay_counter": 0,
+    "pcie_gen_current": None,           # None: the profile's pcie_gen
+    "pcie_width_current": None,         # None: the profile's pcie_width
+    "clock_event_reasons": [],
+    "ecc_dram_uncorrectable_volatile": 0,
+    "ecc_sram_uncorrectable_volatile": 0,
+    "ecc_dram_correctable_volatile": 0,
+    "ecc_sram_correctable_volatile": 0,
+    "ecc_dram_uncorrectable_aggregate": 0,
+    "ecc_sram_uncorrectable_aggregate": 0,
+    "ecc_dram_correctable_aggregate": 0,
+    "ecc_sram_correctable_aggregate": 0,
+    "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False},
+    "retired_pages_pending": False,
+    "reset_required": False,
+    "drain_and_reset_recommended": False,
+    "fabric_state": None,
+    "fabric_status": None,
+    "module_id": None,
+    "utilization_gpu_pct": 0,
+    "memory_used_mib": 0,
+}
+
+# Clock event reasons as -q -x of the 535 branch names and orders them (clocks_event_reason_<name>), with their
+# bits in --query-gpu's clocks_event_reasons.active (nvmlClocksEventReason* / nvmlClocksThrottleReason* in nvml.h,
+# github.com/NVIDIA/go-nvml gen/nvml/nvml.h).
+CLOCK_EVENT_REASONS = (
+    ("gpu_idle", 0x1),
+    ("applications_clocks_setting", 0x2),
+    ("sw_power_cap", 0x4),
+    ("hw_slowdown", 0x8),
+    ("hw_thermal_slowdown", 0x40),
+    ("hw_power_brake_slowdown", 0x80),
+    ("sync_boost", 0x10),
+    ("sw_thermal_slowdown", 0x20),
+    ("display_clocks_setting", 0x100),
+)
+RESERVED_MIB = 512
 
 
 def read_config(name, default=None):
@@ -94,7 +161,10 @@ def load_profile():
     return profile
 
 
+# --- faults ----------------------------------------------------------------------------------------------
+
 def inactive_links():
+    """The older fault file: lines of '<gpu index> <link>'."""
     faults = set()
     for line in (read_config("inactive_links") or "").splitlines():
         parts = line.split()
@@ -103,136 +173,377 @@ def inactive_links():
     return faults
 
 
-def gpus(profile):
-    """The profile's GPUs with stable, profile-specific identities."""
+def read_faults():
+    """The planted faults: faults.json (absent: none) merged with the older inactive_links file."""
+    text = read_config("faults.json")
+    try:
+        data = json.loads(text) if text else {}
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        faults = {
+            "inactive_links": set((int(gpu), int(link)) for gpu, link in data.get("inactive_links", [])),
+            "all_links_inactive": set(int(gpu) for gpu in data.get("all_links_inactive", [])),
+            "lost_gpus": set(int(gpu) for gpu in data.get("lost_gpus", [])),
+            "gpus": dict((str(index), dict(values)) for index, values in (data.get("gpus") or {}).items()),
+        }
+    except (TypeError, ValueError) as error:
+        sys.exit("nvidia-smi emulator: %s/faults.json: %s" % (CONFIG_DIR, error))
+    faults["inactive_links"] |= inactive_links()
+    return faults
+
+
+def gpus(profile, faults=None):
+    """The profile's GPUs with stable, profile-specific identities, the planted faults applied."""
+    if faults is None:
+        faults = read_faults()
     result = []
     for index, bus in enumerate(profile["bus_ids"]):
+        gpu = copy.deepcopy(GPU_DEFAULTS)
+        for layer in (profile["gpu"], (profile.get("per_gpu") or {}).get(str(index)), faults["gpus"].get(str(index))):
+            gpu.update(copy.deepcopy(layer or {}))
+        if gpu["pcie_gen_current"] is None:
+            gpu["pcie_gen_current"] = gpu["pcie_gen"]
+        if gpu["pcie_width_current"] is None:
+            gpu["pcie_width_current"] = gpu["pcie_width"]
+        unknown = set(gpu["clock_event_reasons"] or ()) - set(name for name, _bit in CLOCK_EVENT_REASONS)
+        if unknown:
+            sys.exit("nvidia-smi emulator: unknown clock event reason(s) %s" % ", ".join(sorted(unknown)))
         ident = uuid_module.uuid5(uuid_module.NAMESPACE_DNS, "%s-%d" % (profile["name"], index))
-        result.append(dict(profile["gpu"], index=index, bus_id="00000000:" + bus, uuid="GPU-%s" % ident,
-                           serial="1650%09d" % (index + 1), minor_number=index))
+        gpu.update(index=index, bus_id="00000000:" + bus, uuid="GPU-%s" % ident, serial="1650%09d" % (index + 1),
+                   minor_number=index, lost=index in faults["lost_gpus"],
+                   links_all_inactive=index in faults["all_links_inactive"])
+        result.append(gpu)
     return result
 
 
-def query_xml(profile):
+def lost_message(gpu):
+    """What nvidia-smi writes for a GPU whose handle cannot be had because it fell off the bus."""
+    return ("Unable to determine the device handle for GPU 0000:%s: GPU is lost.  "
+            "Reboot the system to recover this GPU\n" % gpu["bus_id"][9:])
+
+
+def report_lost(listed):
+    """Writes the message of every lost GPU to stderr; the exit status for the call."""
+    lost = [gpu for gpu in listed if gpu["lost"]]
+    for gpu in lost:
+        sys.stderr.write(lost_message(gpu))
+    return GPU_IS_LOST if lost else 0
+
+
+# --- -q -x -----------------------------------------------------------------------------------------------
+
+def _na(value, form="%s"):
+    return NA if value is None else form % value
+
+
+def _yes_no(value):
+    if value is None:
+        return NA
+    return "Yes" if value else "No"
+
+
+def _ecc(gpu, kind):
+    """The volatile or aggregate ECC counters as the v12 schema prints them."""
+    return [(name, _na(gpu["ecc_%s_%s" % (name, kind)]))
+            for name in ("sram_correctable", "sram_uncorrectable", "dram_correctable", "dram_uncorrectable")]
+
+
+def _remapped_rows(gpu):
+    rows = gpu["remapped_rows"]
+    if rows is None:
+        return NA
+    children = [
+        ("remapped_row_corr", _na(rows.get("correctable"))),
+        ("remapped_row_unc", _na(rows.get("uncorrectable"))),
+        ("remapped_row_pending", _yes_no(rows.get("pending"))),
+        ("remapped_row_failure", _yes_no(rows.get("failure"))),
+    ]
+    banks = gpu.get("row_remapper_banks")
+    if banks is not None:
+        # Every bank starts with all its spare rows ("max"); a remapped row moves one bank to "high" (an A100 with
+        # one correctable remap shows Max 639 / High 1 of 640).
+        used = min(banks, (rows.get("correctable") or 0) + (rows.get("uncorrectable") or 0))
+        histogram = [("max", banks - used), ("high", used), ("partial", 0), ("low", 0), ("none", 0)]
+        children.append(("row_remapper_histogram", [("row_remapper_histogram_%s" % name, "%d bank(s)" % count)
+                                                    for name, count in histogram]))
+    return children
+
+
+def _retired_count(gpu):
+    """No page is ever retired on the emulated GPUs: 0 where page retirement is reported at all."""
+    return NA if gpu["retired_pages_pending"] is None else "0"
+
+
+def _clock_event_reasons(gpu):
+    active = gpu["clock_event_reasons"]
+    return [("clocks_event_reason_%s" % name,
+             NA if active is None else ("Active" if name in active else "Not Active"))
+            for name, _bit in CLOCK_EVENT_REASONS]
+
+
+def _pci(gpu):
+    bus = gpu["bus_id"]
+    children = [("pci_bus", bus[9:11]), ("pci_device", bus[12:14]), ("pci_domain", bus[4:8])]
+    if gpu.get("pci_device_id"):
+        children.append(("pci_device_id", "%04X10DE" % int(gpu["pci_device_id"], 16)))
+    children += [
+        ("pci_bus_id", bus),
+        ("pci_gpu_link_info", [
+            ("pcie_gen", [
+                ("max_link_gen", _na(gpu["pcie_gen"])),
+                ("current_link_gen", _na(gpu["pcie_gen_current"])),
+                ("device_current_link_gen", _na(gpu["pcie_gen_current"])),
+                ("max_device_link_gen", _na(gpu["pcie_gen"])),
+                ("max_host_link_gen", _na(gpu["pcie_gen"])),
+            ]),
+            ("link_widths", [
+                ("max_link_width", _na(gpu["pcie_width"], "%dx")),
+                ("current_link_width", _na(gpu["pcie_width_current"], "%dx")),
+            ]),
+        ]),
+        ("replay_counter", _na(gpu["pcie_replay_counter"])),
+        ("replay_rollover_counter", "0"),
+        ("tx_util", "0 KB/s"),
+        ("rx_util", "0 KB/s"),
+    ]
+    return children
+
+
+def gpu_element(gpu, persistence):
+    """The children of one <gpu> element, in the order the 535 branch prints them."""
+    used = gpu["memory_used_mib"]
+    return [
+        ("product_name", gpu["name"]),
+        ("product_architecture", _na(gpu["architecture"])),
+        ("persistence_mode", persistence),
+        ("mig_mode", [("current_mig", "Disabled"), ("pending_mig", "Disabled")]),
+        ("mig_devices", None),
+        ("accounting_mode", "Disabled"),
+        ("accounting_mode_buffer_size", "4000"),
+        ("driver_model", [("current_dm", NA), ("pending_dm", NA)]),
+        ("serial", gpu["serial"]),
+        ("uuid", gpu["uuid"]),
+        ("minor_number", str(gpu["minor_number"])),
+        ("vbios_version", gpu["vbios_version"]),
+        ("multigpu_board", "No"),
+        ("gpu_module_id", _na(gpu["module_id"])),
+        ("gpu_virtualization_mode", [("virtualization_mode", "None"), ("host_vgpu_mode", NA)]),
+        ("gpu_reset_status", [
+            ("reset_required", _yes_no(gpu["reset_required"])),
+            ("drain_and_reset_recommended", _yes_no(gpu["drain_and_reset_recommended"])),
+        ]),
+        ("pci", _pci(gpu)),
+        ("performance_state", "P0"),
+        ("clocks_event_reasons", _clock_event_reasons(gpu)),
+        ("fb_memory_usage", [
+            ("total", "%d MiB" % gpu["memory_total_mib"]),
+            ("reserved", "%d MiB" % RESERVED_MIB),
+            ("used", _na(used, "%d MiB")),
+            ("free", NA if used is None else "%d MiB" % (gpu["memory_total_mib"] - RESERVED_MIB - used)),
+        ]),
+        ("compute_mode", _na(gpu["compute_mode"])),
+        ("utilization", [
+            ("gpu_util", _na(gpu["utilization_gpu_pct"], "%d %%")),
+            ("memory_util", "0 %"),
+            ("encoder_util", "0 %"),
+            ("decoder_util", "0 %"),
+            ("jpeg_util", "0 %"),
+            ("ofa_util", "0 %"),
+        ]),
+        ("ecc_mode", [("current_ecc", "Enabled"), ("pending_ecc", "Enabled")]),
+        ("ecc_errors", [("volatile", _ecc(gpu, "volatile")), ("aggregate", _ecc(gpu, "aggregate"))]),
+        ("retired_pages", [
+            ("multiple_single_bit_retirement", [("retired_count", _retired_count(gpu))]),
+            ("double_bit_retirement", [("retired_count", _retired_count(gpu))]),
+            ("pending_blacklist", _yes_no(gpu["retired_pages_pending"])),
+            ("pending_retirement", _yes_no(gpu["retired_pages_pending"])),
+        ]),
+        ("remapped_rows", _remapped_rows(gpu)),
+        ("temperature", [("gpu_temp", _na(gpu["temperature_c"], "%d C"))]),
+        ("gpu_power_readings", [
+            ("power_state", "P0"),
+            ("power_draw", _na(gpu["power_draw_w"], "%.2f W")),
+            ("current_power_limit", "%.2f W" % gpu["power_limit_w"]),
+            ("requested_power_limit", "%.2f W" % gpu["power_limit_w"]),
+            ("default_power_limit", "%.2f W" % gpu["power_limit_w"]),
+        ]),
+        ("fabric", [("state", _na(gpu["fabric_state"])), ("status", _na(gpu["fabric_status"]))]),
+        ("processes", []),
+        ("accounted_processes", []),
+    ]
+
+
+def xml_lines(tag, content, depth):
+    """One element, indented with tabs like nvidia-smi: text, children (a list of (tag, content)), or, for None,
+    the 'None' placeholder nvidia-smi writes inside an empty <mig_devices>."""
+    pad = "\t" * depth
+    if content is None:
+        return [pad + "<%s>" % tag, pad + "\tNone", pad + "</%s>" % tag]
+    if isinstance(content, list):
+        lines = [pad + "<%s>" % tag]
+        for child_tag, child in content:
+            lines += xml_lines(child_tag, child, depth + 1)
+        return lines + [pad + "</%s>" % tag]
+    return [pad + "<%s>%s</%s>" % (tag, escape(content), tag)]
+
+
+def timestamp(now=None):
+    """As nvidia-smi writes it, the day padded with a space: 'Fri Aug  4 11:44:30 2023'."""
+    now = time.localtime() if now is None else now
+    return "%s %2d %s" % (time.strftime("%a %b", now), now.tm_mday, time.strftime("%H:%M:%S %Y", now))
+
+
+def query_xml(profile, listed=None):
+    if listed is None:
+        listed = gpus(profile)
     lines = [
         '<?xml version="1.0" ?>',
         '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">',
         "<nvidia_smi_log>",
-        "\t<timestamp>%s</timestamp>" % time.strftime("%a %b %d %H:%M:%S %Y"),
+        "\t<timestamp>%s</timestamp>" % timestamp(),
         "\t<driver_version>%s</driver_version>" % profile["driver_version"],
         "\t<cuda_version>%s</cuda_version>" % profile["cuda_version"],
         "\t<attached_gpus>%d</attached_gpus>" % len(profile["bus_ids"]),
     ]
     persistence = persistence_mode()
-    for gpu in gpus(profile):
-        lines += [
-            '\t<gpu id="%s">' % gpu["bus_id"],
-            "\t\t<product_name>%s</product_name>" % gpu["name"],
-            "\t\t<persistence_mode>%s</persistence_mode>" % persistence,
-            "\t\t<mig_mode>",
-            "\t\t\t<current_mig>Disabled</current_mig>",
-            "\t\t\t<pending_mig>Disabled</pending_mig>",
-            "\t\t</mig_mode>",
-            "\t\t<mig_devices>",
-            "\t\t\tNone",
-            "\t\t</mig_devices>",
-            "\t\t<serial>%s</serial>" % gpu["serial"],
-            "\t\t<uuid>%s</uuid>" % gpu["uuid"],
-            "\t\t<minor_number>%d</minor_number>" % gpu["minor_number"],
-            "\t\t<vbios_version>%s</vbios_version>" % gpu["vbios_version"],
-            "\t\t<pci>",
-            "\t\t\t<pci_bus>%s</pci_bus>" % gpu["bus_id"][9:11],
-            "\t\t\t<pci_bus_id>%s</pci_bus_id>" % gpu["bus_id"],
-            "\t\t\t<pci_gpu_link_info>",
-            "\t\t\t\t<pcie_gen>",
-            "\t\t\t\t\t<max_link_gen>%d</max_link_gen>" % gpu["pcie_gen"],
-            "\t\t\t\t\t<current_link_gen>%d</current_link_gen>" % gpu["pcie_gen"],
-            "\t\t\t\t</pcie_gen>",
-            "\t\t\t\t<link_widths>",
-            "\t\t\t\t\t<max_link_width>%dx</max_link_width>" % gpu["pcie_width"],
-            "\t\t\t\t\t<current_link_width>%dx</current_link_width>" % gpu["pcie_width"],
-            "\t\t\t\t</link_widths>",
-            "\t\t\t</pci_gpu_link_info>",
-            "\t\t</pci>",
-            "\t\t<fb_memory_usage>",
-            "\t\t\t<total>%d MiB</total>" % gpu["memory_total_mib"],
-            "\t\t\t<reserved>%d MiB</reserved>" % 512,
-            "\t\t\t<used>0 MiB</used>",
-            "\t\t\t<free>%d MiB</free>" % (gpu["memory_total_mib"] - 512),
-            "\t\t</fb_memory_usage>",
-            "\t\t<ecc_mode>",
-            "\t\t\t<current_ecc>Enabled</current_ecc>",
-            "\t\t\t<pending_ecc>Enabled</pending_ecc>",
-            "\t\t</ecc_mode>",
-            "\t\t<ecc_errors>",
-            "\t\t\t<volatile>",
-            "\t\t\t\t<dram_uncorrectable>0</dram_uncorrectable>",
-            "\t\t\t</volatile>",
-            "\t\t</ecc_errors>",
-            "\t\t<retired_pages>",
-            "\t\t\t<multiple_single_bit_retirement><retired_count>0</retired_count></multiple_single_bit_retirement>",
-            "\t\t\t<double_bit_retirement><retired_count>0</retired_count></double_bit_retirement>",
-            "\t\t\t<pending_retirement>No</pending_retirement>",
-            "\t\t</retired_pages>",
-            "\t\t<gpu_power_readings>",
-            "\t\t\t<power_state>P0</power_state>",
-            "\t\t\t<current_power_limit>%.2f W</current_power_limit>" % gpu["power_limit_w"],
-            "\t\t\t<default_power_limit>%.2f W</default_power_limit>" % gpu["power_limit_w"],
-            "\t\t</gpu_power_readings>",
-            "\t</gpu>",
-        ]
+    for gpu in listed:
+        if gpu["lost"]:
+            continue
+        lines.append('\t<gpu id="%s">' % gpu["bus_id"])
+        for tag, content in gpu_element(gpu, persistence):
+            lines += xml_lines(tag, content, 2)
+        lines.append("\t</gpu>")
     lines.append("</nvidia_smi_log>")
     return "\n".join(lines) + "\n"
 
+
+# --- topo -m, nvlink -s, -L --------------------------------------------------------------------------------
 
 def topology(profile):
     with open(os.path.join(HERE, "profiles", profile["topology"]), encoding="utf-8") as handle:
         return handle.read()
 
 
-def nvlink_status(profile):
-    faults = inactive_links()
+def nvlink_status(profile, listed=None, faults=None):
+    """`nvidia-smi nvlink -s`: per GPU with NVLink its header and links; nothing for GPUs without NVLink."""
+    if faults is None:
+        faults = read_faults()
+    if listed is None:
+        listed = gpus(profile, faults)
+    links_per_gpu = (profile.get("nvlink") or {}).get("links_per_gpu") or 0
+    if not links_per_gpu:
+        return ""
     out = []
-    for gpu in gpus(profile):
+    for gpu in listed:
+        if gpu["lost"]:
+            continue
         out.append("GPU %d: %s (UUID: %s)" % (gpu["index"], gpu["name"], gpu["uuid"]))
-        for link in range(profile["nvlink"]["links_per_gpu"]):
-            if (gpu["index"], link) in faults:
+        if gpu["links_all_inactive"]:
+            out.append("NVML: Unable to retrieve NVLink information as all links are inActive")
+            continue
+        for link in range(links_per_gpu):
+            if (gpu["index"], link) in faults["inactive_links"]:
                 out.append("\t Link %d: <inactive>" % link)
             else:
                 out.append("\t Link %d: %s GB/s" % (link, _speed(profile["nvlink"]["speed_gbps"])))
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n" if out else ""
 
 
 def _speed(value):
     return ("%.3f" % value).rstrip("0").rstrip(".")
 
 
-def gpu_list(profile):
-    return "".join("GPU %d: %s (UUID: %s)\n" % (g["index"], g["name"], g["uuid"]) for g in gpus(profile))
+def gpu_list(profile, listed=None):
+    if listed is None:
+        listed = gpus(profile)
+    return "".join("GPU %d: %s (UUID: %s)\n" % (g["index"], g["name"], g["uuid"]) for g in listed if not g["lost"])
 
 
+# --- --query-gpu ------------------------------------------------------------------------------------------
+
+def _reasons_mask(gpu):
+    active = gpu["clock_event_reasons"]
+    if active is None:
+        return None
+    mask = 0
+    for name, bit in CLOCK_EVENT_REASONS:
+        if name in active:
+            mask |= bit
+    return "0x%016X" % mask
+
+
+def _sum(*values):
+    return None if any(value is None for value in values) else sum(values)
+
+
+# name: (unit printed after the value and in the header, or None; value as text, or None for [N/A])
 QUERY_FIELDS = {
-    "index": lambda p, g: str(g["index"]),
-    "name": lambda p, g: g["name"],
-    "uuid": lambda p, g: g["uuid"],
-    "pci.bus_id": lambda p, g: g["bus_id"],
-    "memory.total": lambda p, g: "%d MiB" % g["memory_total_mib"],
-    "driver_version": lambda p, g: p["driver_version"],
-    "persistence_mode": lambda p, g: persistence_mode(),
-    "compute_mode": lambda p, g: "Default",
+    "index": (None, lambda p, g: str(g["index"])),
+    "name": (None, lambda p, g: g["name"]),
+    "uuid": (None, lambda p, g: g["uuid"]),
+    "serial": (None, lambda p, g: g["serial"]),
+    "vbios_version": (None, lambda p, g: g["vbios_version"]),
+    "pci.bus_id": (None, lambda p, g: g["bus_id"]),
+    "driver_version": (None, lambda p, g: p["driver_version"]),
+    "persistence_mode": (None, lambda p, g: persistence_mode()),
+    "compute_mode": (None, lambda p, g: g["compute_mode"]),
+    "compute_cap": (None, lambda p, g: g["compute_capability"]),
+    "pstate": (None, lambda p, g: "P0"),
+    "memory.total": ("MiB", lambda p, g: "%d" % g["memory_total_mib"]),
+    "memory.used": ("MiB", lambda p, g: _na(g["memory_used_mib"], "%d")),
+    "temperature.gpu": (None, lambda p, g: _na(g["temperature_c"], "%d")),
+    "power.draw": ("W", lambda p, g: _na(g["power_draw_w"], "%.2f")),
+    "power.limit": ("W", lambda p, g: "%.2f" % g["power_limit_w"]),
+    "utilization.gpu": ("%", lambda p, g: _na(g["utilization_gpu_pct"], "%d")),
+    "clocks_event_reasons.active": (None, lambda p, g: _reasons_mask(g)),
+    "clocks_throttle_reasons.active": (None, lambda p, g: _reasons_mask(g)),
+    "pcie.link.gen.current": (None, lambda p, g: _na(g["pcie_gen_current"])),
+    "pcie.link.gen.max": (None, lambda p, g: _na(g["pcie_gen"])),
+    "pcie.link.width.current": (None, lambda p, g: _na(g["pcie_width_current"])),
+    "pcie.link.width.max": (None, lambda p, g: _na(g["pcie_width"])),
+    "ecc.errors.corrected.volatile.total": (None, lambda p, g: _na(_sum(
+        g["ecc_dram_correctable_volatile"], g["ecc_sram_correctable_volatile"]))),
+    "ecc.errors.uncorrected.volatile.total": (None, lambda p, g: _na(_sum(
+        g["ecc_dram_uncorrectable_volatile"], g["ecc_sram_uncorrectable_volatile"]))),
+    "ecc.errors.corrected.aggregate.total": (None, lambda p, g: _na(_sum(
+        g["ecc_dram_correctable_aggregate"], g["ecc_sram_correctable_aggregate"]))),
+    "ecc.errors.uncorrected.aggregate.total": (None, lambda p, g: _na(_sum(
+        g["ecc_dram_uncorrectable_aggregate"], g["ecc_sram_uncorrectable_aggregate"]))),
+    "retired_pages.pending": (None, lambda p, g: _yes_no(g["retired_pages_pending"])),
 }
 
 
-def query_gpu(profile, fields, header):
+def query_gpu(profile, fields, options, listed=None):
+    """--query-gpu in CSV: the header names units in brackets ("power.draw [W]"), nounits drops them from the
+    values only, and a value that cannot be read is "[N/A]"."""
     names = [name.strip() for name in fields.split(",") if name.strip()]
     unknown = [name for name in names if name not in QUERY_FIELDS]
     if unknown:
         sys.stdout.write('Field "%s" is not a valid field to query.\n\n' % unknown[0])
         return USAGE_ERROR
-    rows = [", ".join(names)] if header else []
-    rows += [", ".join(QUERY_FIELDS[name](profile, gpu) for name in names) for gpu in gpus(profile)]
-    sys.stdout.write("\n".join(rows) + "\n")
-    return 0
+    if listed is None:
+        listed = gpus(profile)
+    rows = []
+    if "noheader" not in options:
+        rows.append(", ".join(name + (" [%s]" % QUERY_FIELDS[name][0] if QUERY_FIELDS[name][0] else "")
+                              for name in names))
+    for gpu in listed:
+        if gpu["lost"]:
+            continue
+        values = []
+        for name in names:
+            unit, value = QUERY_FIELDS[name]
+            text = value(profile, gpu)
+            if text is None or text == NA:
+                values.append("[N/A]")
+            elif unit and "nounits" not in options:
+                values.append("%s %s" % (text, unit))
+            else:
+                values.append(text)
+        rows.append(", ".join(values))
+    if rows:
+        sys.stdout.write("\n".join(rows) + "\n")
+    return report_lost(listed)
 
 
 def main(argv):
@@ -245,23 +556,29 @@ def main(argv):
     if "error" in profile:
         sys.stdout.write(profile["error"]["text"])
         return profile["error"]["xml_rc" if argv[:2] == ["-q", "-x"] else "rc"]
-    if argv[:2] == ["-q", "-x"]:
-        sys.stdout.write(query_xml(profile))
-    elif argv[:2] == ["topo", "-m"]:
-        sys.stdout.write(topology(profile))
-    elif argv[:1] == ["nvlink"] and argv[1:2] in (["-s"], ["--status"]):
-        sys.stdout.write(nvlink_status(profile))
-    elif argv == ["-L"]:
-        sys.stdout.write(gpu_list(profile))
-    elif argv == ["--version"]:
+    if argv == ["--version"]:
         sys.stdout.write("NVIDIA-SMI version  : %s\nNVML version        : %s\nDRIVER version      : %s\n"
                          "CUDA Version        : %s\n" % ((profile["driver_version"],) * 3 + (profile["cuda_version"],)))
+        return 0
+    faults = read_faults()
+    listed = gpus(profile, faults)
+    if argv[:2] == ["-q", "-x"]:
+        sys.stdout.write(query_xml(profile, listed))
+    elif argv[:2] == ["topo", "-m"]:
+        if any(gpu["lost"] for gpu in listed):
+            return report_lost([next(gpu for gpu in listed if gpu["lost"])])
+        sys.stdout.write(topology(profile))
+    elif argv[:1] == ["nvlink"] and argv[1:2] in (["-s"], ["--status"]):
+        sys.stdout.write(nvlink_status(profile, listed, faults))
+    elif argv == ["-L"]:
+        sys.stdout.write(gpu_list(profile, listed))
     elif argv and argv[0].startswith("--query-gpu=") and argv[1:2] and argv[1].startswith("--format=csv"):
-        return query_gpu(profile, argv[0].split("=", 1)[1], "noheader" not in argv[1])
+        options = set(argv[1].split("=", 1)[1].split(",")[1:])
+        return query_gpu(profile, argv[0].split("=", 1)[1], options, listed)
     else:
         sys.stdout.write("nvidia-smi emulator (%s): unsupported arguments %s\n" % (profile["name"], " ".join(argv)))
         return USAGE_ERROR
-    return 0
+    return report_lost(listed)
 
 
 if __name__ == "__main__":
