@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the bench uses on this machine, in one apt run, when any is missing:
 # the Docker engine, debootstrap (node image), shellcheck (ansible-test sanity), and the tools that build
-# and sign the local apt mirrors of stand-in packages, and chromium (the fleet report is checked in it).
+# and sign the local apt mirrors of stand-in packages, chromium (the fleet report is checked in it), and gcc with
+# binutils' objdump (the fake libnvidia-ml.so.1 of the emulated GPUs, tools/fake-nvml.sh).
 source "$(dirname "$0")/lib.sh"
 
 declare -A wanted=(
@@ -12,6 +13,8 @@ declare -A wanted=(
   [dpkg-scanpackages]=dpkg-dev
   [apt-ftparchive]=apt-utils
   [chromium]=chromium
+  [gcc]=gcc
+  [objdump]=binutils
 )
 missing=()
 for cmd in "${!wanted[@]}"; do

@@ -1,19 +1,28 @@
-"""Chooses the hardware profile the nvidia-smi emulator replays on a test node (test-only code).
+"""Chooses the hardware profile the emulated GPUs replay on a test node (test-only code).
 
-    gpufleet-emulator-profile NAME
+    gpufleet-emulator-profile NAME     choose a profile
+    gpufleet-emulator-profile          render the current profile again (after a change of faults.json)
 
-writes NAME to /etc/gpufleet-emulator/profile and lays out the profile's PCI devices (its GPUs and NVSwitches,
-vendor, device and class as the kernel shows them) at /sys/bus/pci/devices, where gpu_facts and the roles read
-them. It writes there only when that path is a mount of something other than sysfs: the host directory every
-test, demo and bench node container has bound there (extensions/molecule/create.yml, tools/lib.sh run_node).
-On a real machine it is the kernel's own tree, and the script refuses, changing nothing.
+With NAME it writes NAME to /etc/gpufleet-emulator/profile and lays out the profile's PCI devices (its GPUs and
+NVSwitches, vendor, device and class as the kernel shows them) at /sys/bus/pci/devices, where gpu_facts and the
+roles read them. It writes there only when that path is a mount of something other than sysfs: the host directory
+every test, demo and bench node container has bound there (extensions/molecule/create.yml, tools/lib.sh
+run_node). On a real machine it is the kernel's own tree, and the script refuses, changing nothing.
+
+Both forms then render /etc/gpufleet-emulator/nvml.conf for the fake libnvidia-ml.so.1 (tests/emulator/fake_nvml):
+the profile, its real ``topo -m`` capture and the planted faults (/etc/gpufleet-emulator/faults.json and the older
+inactive_links file) as flat ``key value`` lines. This renderer is the only reader of the JSON; the library parses
+the lines (fake_nvml/README.md describes them). The nvidia-smi emulator reads the same profile and faults itself.
 """
 import json
 import os
+import re
 import shutil
 import sys
+import uuid as uuid_module
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+PROFILES = os.path.join(HERE, "profiles")
 CONFIG_DIR = os.environ.get("GPUFLEET_EMULATOR_CONFIG", "/etc/gpufleet-emulator")
 PCI_DEVICES = "/sys/bus/pci/devices"
 
@@ -22,16 +31,77 @@ GPU_DEVICE = "0x20b2"           # A100-SXM4-80GB
 GPU_CLASS = "0x030200"          # 3D controller
 NVSWITCH_CLASS = "0x068000"     # bridge (other)
 
+# Values of NVML's enums and #defines, from nvml.h (github.com/NVIDIA/go-nvml, gen/nvml/nvml.h: NVML 12.2.140 of
+# the 535 driver branch, commit 075f45f; unchanged in 13.3.29).
+NVML_SUCCESS = 0
+NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
+NVML_ERROR_UNKNOWN = 999
+# nvmlErrorString's texts (pynvml's table), as nvidia-smi prints a fabric status.
+NVML_RETURN_TEXTS = {
+    "Success": 0, "Uninitialized": 1, "Invalid Argument": 2, "Not Supported": 3, "Insufficient Permissions": 4,
+    "Already Initialized": 5, "Not Found": 6, "Insufficient Size": 7, "Insufficient External Power": 8,
+    "Driver Not Loaded": 9, "Timeout": 10, "Interrupt Request Issue": 11, "NVML Shared Library Not Found": 12,
+    "Function Not Found": 13, "Corrupted infoROM": 14, "GPU is lost": 15, "GPU requires restart": 16,
+    "In use by another client": 19, "Insufficient Memory": 20, "No data": 21, "Not Ready": 27,
+    "Unknown Error": 999,
+}
+ARCHITECTURES = {"kepler": 2, "maxwell": 3, "pascal": 4, "volta": 5, "turing": 6, "ampere": 7, "ada": 8,
+                 "ada lovelace": 8, "hopper": 9, "blackwell": 10}
+NVML_DEVICE_ARCH_UNKNOWN = 0xFFFFFFFF
+COMPUTE_MODES = {"default": 0, "exclusive_thread": 1, "prohibited": 2, "exclusive_process": 3}
+# nvmlClocksEventReason* bits, named as nvidia-smi -q -x names the elements (without clocks_event_reason_).
+CLOCK_EVENT_REASONS = {
+    "gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4, "hw_slowdown": 0x8,
+    "sync_boost": 0x10, "sw_thermal_slowdown": 0x20, "hw_thermal_slowdown": 0x40,
+    "hw_power_brake_slowdown": 0x80, "display_clock_setting": 0x100,
+}
+FABRIC_STATES = {"not supported": 0, "not started": 1, "in progress": 2, "completed": 3}
+# nvmlGpuTopologyLevel_t for the relations of a topo -m matrix.
+TOPOLOGY_LEVELS = {"PIX": 10, "PXB": 20, "PHB": 30, "NODE": 40, "SYS": 50, "SOC": 50}
+NVML_TOPOLOGY_NODE = 40
+NVML_TOPOLOGY_SYSTEM = 50
+# nvmlGpuP2PStatus_t
+P2P_OK = 0
+P2P_CHIPSET_NOT_SUPPORTED = 1
+P2P_NOT_SUPPORTED = 5
+# nvmlIntNvLinkDeviceType_t
+NVLINK_REMOTE_GPU = 0
+NVLINK_REMOTE_SWITCH = 2
+NVML_NVLINK_MAX_LINKS = 18
+MIB = 1024 * 1024
+
+# The per-GPU keys of a profile, with their defaults (the shared contract of tests/emulator/profiles).
+GPU_DEFAULTS = {
+    "architecture": "Ampere", "compute_capability": "8.0", "temperature_c": 33, "power_draw_w": 60.0,
+    "compute_mode": "Default", "pcie_replay_counter": 0, "clock_event_reasons": [],
+    "ecc_dram_uncorrectable_volatile": 0, "ecc_sram_uncorrectable_volatile": 0,
+    "ecc_dram_correctable_volatile": 0, "ecc_sram_correctable_volatile": 0,
+    "ecc_dram_uncorrectable_aggregate": 0, "ecc_sram_uncorrectable_aggregate": 0,
+    "ecc_dram_correctable_aggregate": 0, "ecc_sram_correctable_aggregate": 0,
+    "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False},
+    "retired_pages_pending": False, "retired_pages_single_bit_ecc": 0, "retired_pages_double_bit_ecc": 0,
+    "reset_required": False, "drain_and_reset_recommended": False, "fabric_state": None, "fabric_status": None,
+    "module_id": None, "utilization_gpu_pct": 0, "memory_used_mib": 0,
+}
+# Names of MIG-capable products (nvmlDeviceGetMaxMigDeviceCount answers 7 for them, NOT_SUPPORTED otherwise).
+MIG_CAPABLE = re.compile(r"\b(A100|A800|A30|H100|H800|H200|H20|GH200|B200|GB200)\b")
+
 
 def pci_devices(profile):
     """The profile's NVIDIA PCI functions: {address: (device id, class)}."""
     devices = {}
     for bus in profile.get("bus_ids", []):
         devices["0000:" + bus.lower()] = (GPU_DEVICE, GPU_CLASS)
-    switches = profile.get("nvswitches") or {}
-    for number in range(switches.get("count", 0)):
-        devices["0000:%02x:00.0" % (0x10 + number)] = (switches["device_id"], NVSWITCH_CLASS)
+    for address in switch_addresses(profile):
+        devices[address] = (profile["nvswitches"]["device_id"], NVSWITCH_CLASS)
     return devices
+
+
+def switch_addresses(profile):
+    """The NVSwitches' PCI addresses as sysfs names them (0000:10:00.0, 0000:11:00.0, ...)."""
+    switches = profile.get("nvswitches") or {}
+    return ["0000:%02x:00.0" % (0x10 + number) for number in range(switches.get("count", 0))]
 
 
 def lay_out_pci(profile, root):
@@ -61,24 +131,317 @@ def mount_type(path):
     return found
 
 
-def load_profile(name):
-    with open(os.path.join(HERE, "profiles", name + ".json"), encoding="utf-8") as handle:
+def load_profile(name, profiles_dir=PROFILES):
+    with open(os.path.join(profiles_dir, name + ".json"), encoding="utf-8") as handle:
         return json.load(handle)
 
 
+# ---------------------------------------------------------------------------------------------------- topology
+
+
+AFFINITY_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
+
+
+def read_topology(text):
+    """The GPU part of a ``nvidia-smi topo -m`` capture: {"gpus": n, "relation": {(i, j): "NV12"|"SYS"|...},
+    "cpu_affinity": [...], "numa_affinity": [...], "gpu_numa_id": [...]} (affinity values as printed, None where
+    the capture has no such column). A reader for the emulator's own clean profiles: it raises ValueError on
+    anything it does not recognise rather than guess."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    header = lines[0]
+    columns = header.split()
+    devices = []
+    for token in columns:
+        if token in ("CPU", "NUMA", "GPU") and any(label.startswith(token) for label in AFFINITY_COLUMNS):
+            break
+        devices.append(token)
+    labels = sorted((label for label in AFFINITY_COLUMNS if label in header), key=header.index)
+    gpu_columns = [position for position, device in enumerate(devices) if re.match(r"^GPU\d+$", device)]
+    if [devices[position] for position in gpu_columns] != ["GPU%d" % index for index in range(len(gpu_columns))]:
+        raise ValueError("topology: GPU columns out of order in %r" % header)
+    result = {"gpus": len(gpu_columns), "relation": {}}
+    for label in AFFINITY_COLUMNS:
+        result[label.lower().replace(" ", "_")] = [None] * len(gpu_columns)
+    rows = [line.split() for line in lines[1:] if re.match(r"^GPU\d+\s", line)]
+    if len(rows) != len(gpu_columns):
+        raise ValueError("topology: %d GPU rows for %d GPU columns" % (len(rows), len(gpu_columns)))
+    for index, row in enumerate(rows):
+        if row[0] != "GPU%d" % index or len(row) != 1 + len(devices) + len(labels):
+            raise ValueError("topology: cannot read the row %r" % " ".join(row))
+        for column, position in enumerate(gpu_columns):
+            relation = row[1 + position]
+            if column == index:
+                if relation != "X":
+                    raise ValueError("topology: GPU%d's own column reads %r" % (index, relation))
+                continue
+            if relation not in TOPOLOGY_LEVELS and not re.match(r"^NV\d+$", relation):
+                raise ValueError("topology: unknown relation %r between GPU%d and GPU%d" % (relation, index, column))
+            result["relation"][(index, column)] = relation
+        for label, value in zip(labels, row[1 + len(devices):]):
+            result[label.lower().replace(" ", "_")][index] = None if value == "N/A" else value
+    return result
+
+
+def cpu_list_words(text):
+    """A CPU list ("0-23,48-71") as 64-bit words of a cpu set, lowest CPU first ('0x...' strings)."""
+    cpus = set()
+    for part in text.split(","):
+        first, _dash, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    words = [0] * (max(cpus) // 64 + 1)
+    for cpu in cpus:
+        words[cpu // 64] |= 1 << (cpu % 64)
+    return ["0x%x" % word for word in words]
+
+
+# ---------------------------------------------------------------------------------------------------- faults
+
+
+def load_faults(config_dir=CONFIG_DIR):
+    """faults.json (absent: none) with the older inactive_links file ("<gpu> <link>" lines) folded in."""
+    faults = {"inactive_links": [], "all_links_inactive": [], "lost_gpus": [], "gpus": {}}
+    try:
+        with open(os.path.join(config_dir, "faults.json"), encoding="utf-8") as handle:
+            faults.update(json.load(handle))
+    except (OSError, ValueError):
+        pass
+    try:
+        with open(os.path.join(config_dir, "inactive_links"), encoding="utf-8") as handle:
+            for line in handle:
+                parts = line.split()
+                if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+                    faults["inactive_links"] = list(faults["inactive_links"]) + [[int(parts[0]), int(parts[1])]]
+    except OSError:
+        pass
+    return faults
+
+
+# ---------------------------------------------------------------------------------------------------- nvml.conf
+
+
+def gpu_settings(profile, index, faults):
+    """One GPU's keys: the defaults, the profile's "gpu", its "per_gpu" entry, then the planted faults."""
+    settings = dict(GPU_DEFAULTS)
+    settings.update(profile.get("gpu", {}))
+    settings.update(profile.get("per_gpu", {}).get(str(index), {}))
+    settings.update(faults.get("gpus", {}).get(str(index), {}))
+    settings.setdefault("pcie_gen_current", settings["pcie_gen"])
+    settings.setdefault("pcie_width_current", settings["pcie_width"])
+    return settings
+
+
+def init_return(profile):
+    """What nvmlInit_v2 returns for an error profile, from the text the real nvidia-smi prints for it."""
+    text = profile["error"]["text"]
+    if "version mismatch" in text:
+        return NVML_ERROR_LIB_RM_VERSION_MISMATCH
+    if "No devices were found" in text:
+        return NVML_SUCCESS                     # the library starts and counts no device
+    if "couldn't communicate with the NVIDIA driver" in text or "Driver Not Loaded" in text:
+        return NVML_ERROR_DRIVER_NOT_LOADED
+    return NVML_ERROR_UNKNOWN
+
+
+def nvlink_ends(profile, topology):
+    """Per GPU, its links' remote ends: [(type, remote PCI bus id, its PCI device id)] in link order, from the matrix's NV# bonds.
+    With NVSwitches every link goes to a switch, round-robin over them; else NV<n> to a GPU is n links to it."""
+    links_per_gpu = (profile.get("nvlink") or {}).get("links_per_gpu", 0)
+    switches = ["0000" + address.upper() for address in switch_addresses(profile)]
+    switch_id = "0x%s10de" % (profile["nvswitches"]["device_id"][2:] if switches else "")
+    gpu_id = "0x%s10de" % GPU_DEVICE[2:]
+    ends = []
+    for index in range(topology["gpus"]):
+        bonds = [(peer, int(topology["relation"][(index, peer)][2:])) for peer in range(topology["gpus"])
+                 if peer != index and topology["relation"][(index, peer)].startswith("NV")]
+        if switches:
+            if any(width > links_per_gpu for _peer, width in bonds):
+                raise ValueError("GPU%d: an NV# bond wider than its %d links" % (index, links_per_gpu))
+            ends.append([(NVLINK_REMOTE_SWITCH, switches[link % len(switches)], switch_id)
+                         for link in range(links_per_gpu)])
+            continue
+        links = []
+        for peer, width in bonds:
+            links += [(NVLINK_REMOTE_GPU, "00000000:" + profile["bus_ids"][peer].upper(), gpu_id)] * width
+        if len(links) != links_per_gpu:
+            raise ValueError("GPU%d: the matrix bonds %d links, the profile says %d" % (index, len(links), links_per_gpu))
+        ends.append(links)
+    return ends
+
+
+def pair_level(topology, first, second):
+    """nvmlGpuTopologyLevel_t between two GPUs. Where the matrix shows an NVLink bond it hides the PCIe path:
+    then NODE when both GPUs have the same NUMA affinity, SYSTEM otherwise (the capture cannot say more)."""
+    relation = topology["relation"][(first, second)]
+    if relation in TOPOLOGY_LEVELS:
+        return TOPOLOGY_LEVELS[relation]
+    numa = topology["numa_affinity"]
+    return NVML_TOPOLOGY_NODE if numa[first] is not None and numa[first] == numa[second] else NVML_TOPOLOGY_SYSTEM
+
+
+def p2p_line(topology, ends, first, second):
+    """p2p statuses (read, write, nvlink, atomics, prop) between two GPUs: all OK over NVLink (a bond or common
+    switches), over PCIe read/write/prop OK below a host bridge and CHIPSET_NOT_SUPPORTED across one."""
+    nvlink = bool(ends[first]) and bool(ends[second]) and (
+        topology["relation"][(first, second)].startswith("NV"))
+    if nvlink:
+        return [P2P_OK] * 5
+    pcie = P2P_OK if pair_level(topology, first, second) <= 20 else P2P_CHIPSET_NOT_SUPPORTED
+    return [pcie, pcie, P2P_NOT_SUPPORTED, P2P_NOT_SUPPORTED, pcie]
+
+
+def _flag(value):
+    return "1" if value else "0"
+
+
+def _text(value, what):
+    if any(character in str(value) for character in "\r\n"):
+        raise ValueError("%s: a line break in %r" % (what, value))
+    return str(value)
+
+
+def gpu_lines(profile, name, index, settings, topology, ends, faults):
+    """The nvml.conf block of one GPU."""
+    inactive = {(int(gpu), int(link)) for gpu, link in faults.get("inactive_links", [])}
+    all_inactive = {int(gpu) for gpu in faults.get("all_links_inactive", [])}
+    lost = {int(gpu) for gpu in faults.get("lost_gpus", [])}
+    bus = profile["bus_ids"][index].upper()
+    out = ["gpu %d" % index, "lost %s" % _flag(index in lost), "hang %s" % _flag(settings.get("hang"))]
+    out.append("name %s" % _text(settings["name"], "name"))
+    out.append("uuid GPU-%s" % uuid_module.uuid5(uuid_module.NAMESPACE_DNS, "%s-%d" % (name, index)))
+    out.append("serial 1650%09d" % (index + 1))
+    out.append("pci_bus_id 00000000:%s" % bus)
+    out.append("pci_device_id 0x%s10de" % GPU_DEVICE[2:])
+    out.append("minor_number %d" % index)
+    if settings["module_id"] is not None:
+        out.append("module_id %d" % settings["module_id"])
+    out.append("architecture %d" % ARCHITECTURES.get(str(settings["architecture"]).lower(), NVML_DEVICE_ARCH_UNKNOWN))
+    if settings["compute_capability"] is not None:
+        major, minor = str(settings["compute_capability"]).split(".")
+        out.append("compute_capability %d %d" % (int(major), int(minor)))
+    out.append("vbios_version %s" % _text(settings["vbios_version"], "vbios_version"))
+    out.append("memory %d %d" % (settings["memory_total_mib"] * MIB, settings["memory_used_mib"] * MIB))
+    out.append("persistence_mode daemon")   # the library reads it from the running nvidia-persistenced
+    out.append("ecc_mode 1 1")
+    out.append("compute_mode %d" % COMPUTE_MODES[str(settings["compute_mode"]).lower()])
+    out.append("mig_max_devices %d" % (7 if MIG_CAPABLE.search(settings["name"]) else -1))
+    for kind, error_type in (("uncorrectable", 1), ("correctable", 0)):
+        for counter, counter_type in (("volatile", 0), ("aggregate", 1)):
+            for location, location_type in (("dram", 2), ("sram", 7)):
+                value = settings["ecc_%s_%s_%s" % (location, kind, counter)]
+                if value is not None:
+                    out.append("ecc_counter %d %d %d %d" % (error_type, counter_type, location_type, value))
+    out.append("retired_pages 0 %d" % settings["retired_pages_single_bit_ecc"])
+    out.append("retired_pages 1 %d" % settings["retired_pages_double_bit_ecc"])
+    if settings["retired_pages_pending"] is not None:
+        out.append("retired_pages_pending %s" % _flag(settings["retired_pages_pending"]))
+    rows = settings["remapped_rows"]
+    if rows is not None:
+        out.append("remapped_rows %d %d %s %s" % (rows["correctable"], rows["uncorrectable"], _flag(rows["pending"]),
+                                                  _flag(rows["failure"])))
+    out.append("pcie %d %d %d %d" % (settings["pcie_gen_current"], settings["pcie_gen"],
+                                     settings["pcie_width_current"], settings["pcie_width"]))
+    out.append("pcie_replay_counter %d" % settings["pcie_replay_counter"])
+    out.append("power_limit_mw %d" % round(settings["power_limit_w"] * 1000))
+    out.append("power_usage_mw %d" % round(settings["power_draw_w"] * 1000))
+    out.append("temperature_c %d" % settings["temperature_c"])
+    reasons = 0
+    for reason in settings["clock_event_reasons"]:
+        reasons |= CLOCK_EVENT_REASONS[reason]
+    out.append("clocks_event_reasons 0x%x" % reasons)
+    out.append("utilization %d 0" % settings["utilization_gpu_pct"])
+    if settings["fabric_state"] is not None:
+        status = settings["fabric_status"]
+        out.append("fabric %d %d" % (FABRIC_STATES[settings["fabric_state"].lower()],
+                                     NVML_RETURN_TEXTS[status] if status is not None else NVML_ERROR_UNKNOWN))
+    if settings["reset_required"] is not None:
+        out.append("reset_required %s" % _flag(settings["reset_required"]))
+    if settings["drain_and_reset_recommended"] is not None:
+        out.append("drain_and_reset_recommended %s" % _flag(settings["drain_and_reset_recommended"]))
+    for link, (remote_type, remote_bus, remote_id) in enumerate(ends[index]):
+        active = index not in all_inactive and (index, link) not in inactive
+        out.append("link %d %s %d %s %s" % (link, _flag(active), remote_type, remote_bus, remote_id))
+    for peer in range(topology["gpus"]):
+        if peer != index:
+            out.append("ancestor %d %d" % (peer, pair_level(topology, index, peer)))
+            out.append("p2p %d %s" % (peer, " ".join(str(value) for value in p2p_line(topology, ends, index, peer))))
+    if topology["cpu_affinity"][index] is not None:
+        out.append("cpu_affinity %s" % ",".join(cpu_list_words(topology["cpu_affinity"][index])))
+    if topology["numa_affinity"][index] is not None:
+        out.append("memory_affinity %s" % ",".join(cpu_list_words(topology["numa_affinity"][index])))
+    if topology["gpu_numa_id"][index] is not None:
+        out.append("numa_node %d" % int(topology["gpu_numa_id"][index]))
+    out.append("end")
+    return out
+
+
+def render_nvml_conf(profile, name, faults=None, profiles_dir=PROFILES):
+    """The nvml.conf text of a profile (its name gives the GPUs' UUIDs, as the nvidia-smi emulator makes them)."""
+    faults = faults or {}
+    out = ["# nvml.conf for the fake libnvidia-ml.so.1, rendered by gpufleet-emulator-profile from profile %s"
+           % name, "profile %s" % name]
+    if profile.get("hang"):
+        return "\n".join(out + ["hang 1"]) + "\n"
+    if "error" in profile:
+        code = init_return(profile)
+        return "\n".join(out + ["init %d" % code, "device_count 0"]) + "\n"
+    driver = profile["driver_version"]
+    major, minor = profile["cuda_version"].split(".")[:2]
+    out += ["init 0", "hang 0", "driver_version %s" % driver,
+            "nvml_version %s.%s" % (major, driver),
+            "cuda_driver_version %d" % (int(major) * 1000 + int(minor) * 10)]
+    with open(os.path.join(profiles_dir, profile["topology"]), encoding="utf-8") as handle:
+        topology = read_topology(handle.read())
+    if topology["gpus"] != len(profile["bus_ids"]):
+        raise ValueError("profile %s: %d bus ids, %d GPUs in its topology" % (name, len(profile["bus_ids"]),
+                                                                                topology["gpus"]))
+    if (profile.get("nvlink") or {}).get("links_per_gpu", 0) > NVML_NVLINK_MAX_LINKS:
+        raise ValueError("profile %s: more links than NVML_NVLINK_MAX_LINKS" % name)
+    ends = nvlink_ends(profile, topology)
+    out.append("device_count %d" % topology["gpus"])
+    for index in range(topology["gpus"]):
+        out += gpu_lines(profile, name, index, gpu_settings(profile, index, faults), topology, ends, faults)
+    return "\n".join(out) + "\n"
+
+
+def write_nvml_conf(name, config_dir=CONFIG_DIR, profiles_dir=PROFILES):
+    """Renders the profile with the faults planted in config_dir into config_dir/nvml.conf (replaced at once)."""
+    text = render_nvml_conf(load_profile(name, profiles_dir), name, load_faults(config_dir), profiles_dir)
+    path = os.path.join(config_dir, "nvml.conf")
+    with open(path + ".new", "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.rename(path + ".new", path)
+    return path
+
+
+def current_profile(config_dir=CONFIG_DIR):
+    try:
+        with open(os.path.join(config_dir, "profile"), encoding="ascii") as handle:
+            return handle.read().split("\n")[0].strip()
+    except OSError:
+        return ""
+
+
 def main(argv):
-    if len(argv) != 1:
-        sys.exit("usage: gpufleet-emulator-profile NAME (a profiles/*.json name)")
-    name = argv[0]
-    profile = load_profile(name)
+    if len(argv) > 1:
+        sys.exit("usage: gpufleet-emulator-profile [NAME] (a profiles/*.json name; none: render the current one "
+                 "again with faults.json)")
     kind = mount_type(PCI_DEVICES)
     if kind is None or kind == "sysfs":
         sys.exit("gpufleet-emulator-profile: %s is %s, not a test directory bound there; refusing to write "
                  "emulated devices into it" % (PCI_DEVICES, "the kernel's sysfs" if kind else "not a mount"))
+    if not argv:
+        name = current_profile()
+        if not name:
+            sys.exit("gpufleet-emulator-profile: no profile chosen yet (%s/profile)" % CONFIG_DIR)
+        print("profile %s: %s rendered again" % (name, write_nvml_conf(name)))
+        return
+    name = argv[0]
+    profile = load_profile(name)
     lay_out_pci(profile, PCI_DEVICES)
     os.makedirs(CONFIG_DIR, exist_ok=True)
     with open(os.path.join(CONFIG_DIR, "profile"), "w", encoding="ascii") as handle:
         handle.write(name + "\n")
+    write_nvml_conf(name)
     print("profile %s: %d NVIDIA PCI functions at %s (%s)" % (name, len(pci_devices(profile)), PCI_DEVICES, kind))
 
 
