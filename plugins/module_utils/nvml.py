@@ -195,6 +195,7 @@ _DEVICE_MIG_ENABLE = 1      # NVML_DEVICE_MIG_ENABLE
 
 # nvmlFieldValue_t field ids: what nvidia-smi prints under gpu_reset_status, and the NVLink speed.
 FI_DEV_NVLINK_SPEED_MBPS_COMMON = 90
+FI_DEV_NVLINK_GET_SPEED = 164
 FI_DEV_RESET_STATUS = 226
 FI_DEV_DRAIN_AND_RESET_STATUS = 227
 
@@ -790,7 +791,6 @@ def _nvlinks(nvml, label, handle):
     """The device's NVLinks: [{link, active, speed_gbps, remote_pci_bus_id, remote_device_type}]; [] for a
     device without NVLink (every link answers NOT_SUPPORTED or INVALID_ARGUMENT)."""
     links = []
-    speed = None
     for link in range(NVLINK_MAX_LINKS):
         state = ctypes.c_uint()
         code = nvml.raw("nvmlDeviceGetNvLinkState", handle, ctypes.c_uint(link), ctypes.byref(state))
@@ -801,23 +801,35 @@ def _nvlinks(nvml, label, handle):
         if code != SUCCESS:
             continue
         active = state.value == _FEATURE_ENABLED
-        if active and speed is None:
-            mbps = nvml.fields(label, handle, [(FI_DEV_NVLINK_SPEED_MBPS_COMMON, 0)])[(FI_DEV_NVLINK_SPEED_MBPS_COMMON, 0)]
-            speed = mbps / 1000.0 if mbps else None
-        remote_type = None
-        remote_bus = None
+        # The far end of a link that is down may be unknown to the driver: asked, but not held as missing.
+        kind = ctypes.c_int()
         if active:
-            kind = ctypes.c_int()
-            if nvml.call("nvmlDeviceGetNvLinkRemoteDeviceType", label, handle, ctypes.c_uint(link), ctypes.byref(kind)):
-                remote_type = device_type_name(kind.value)
+            known = nvml.call("nvmlDeviceGetNvLinkRemoteDeviceType", label, handle, ctypes.c_uint(link), ctypes.byref(kind))
             remote_bus = _pci(nvml, "nvmlDeviceGetNvLinkRemotePciInfo_v2", label, handle, ctypes.c_uint(link))
+        else:
+            known = nvml.raw("nvmlDeviceGetNvLinkRemoteDeviceType", handle, ctypes.c_uint(link), ctypes.byref(kind)) == SUCCESS
+            info = _PciInfo()
+            remote_bus = _decode(info.busId) if nvml.raw("nvmlDeviceGetNvLinkRemotePciInfo_v2", handle, ctypes.c_uint(link),
+                                                          ctypes.byref(info)) == SUCCESS else None
+        remote_type = device_type_name(kind.value) if known else None
         links.append({
             "link": link,
             "active": active,
-            "speed_gbps": speed if active else None,
+            "speed_gbps": None,
             "remote_pci_bus_id": remote_bus,
             "remote_device_type": remote_type,
         })
+    active_links = [entry["link"] for entry in links if entry["active"]]
+    if active_links:
+        # Per link NVML_FI_DEV_NVLINK_GET_SPEED (scope: the link), else the speed common to active links; MBps as
+        # nvidia-smi nvlink -s prints GB/s (26562 -> 26.562).
+        wanted = [(FI_DEV_NVLINK_GET_SPEED, link) for link in active_links] + [(FI_DEV_NVLINK_SPEED_MBPS_COMMON, 0)]
+        speeds = nvml.fields(label, handle, wanted)
+        common = speeds[(FI_DEV_NVLINK_SPEED_MBPS_COMMON, 0)]
+        for entry in links:
+            if entry["active"]:
+                mbps = speeds[(FI_DEV_NVLINK_GET_SPEED, entry["link"])] or common
+                entry["speed_gbps"] = mbps / 1000.0 if mbps else None
     return links
 
 
@@ -938,7 +950,8 @@ def _collect_initialised(nvml, result):
         handle = ctypes.c_void_p()
         code = nvml.raw("nvmlDeviceGetHandleByIndex_v2", ctypes.c_uint(index), ctypes.byref(handle))
         if code != SUCCESS:
-            result["lost"].append({"index": index, "pci_bus_id": None, "nvml_return": return_code_name(code)})
+            result["lost"].append({"index": index, "pci_bus_id": None, "nvml_return": return_code_name(code),
+                                   "call": "nvmlDeviceGetHandleByIndex_v2"})
             continue
         try:
             device = _device(nvml, index, handle)
@@ -1071,8 +1084,8 @@ def gather(timeout, library=LIBRARY):
       ``nvml_return``: the name of the NVML return code that decided a failing state, else None
     * ``driver_version``, ``cuda_driver_version`` ("12.2"), ``nvml_version``, ``count`` (what
       nvmlDeviceGetCount_v2 says, lost GPUs included)
-    * ``devices``: the shared per-GPU fact schema, index order; ``lost``: [{index, pci_bus_id, nvml_return}]
-      for GPUs whose handle or a call on it failed (GPU_IS_LOST and the like); they are not in devices
+    * ``devices``: the shared per-GPU fact schema, index order; ``lost``: [{index, pci_bus_id, nvml_return, call}]
+      for GPUs whose handle could not be had, or on which a call answered GPU_IS_LOST; they are not in devices
     * ``topology``: gpus, matrix, nics (None), gpu_nic (None), cpu_affinity, numa_affinity, gpu_numa_id as
       ``nvidia_smi.parse_topology`` gives them; nvlink {"GPU0": [{link, active, speed_gbps,
       remote_pci_bus_id, remote_device_type}]} (GPUs without NVLink are absent); p2p {"GPU0": {"GPU1": "OK"}}
