@@ -332,6 +332,11 @@ def _escape(text):
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
 
 
+# Colours of the picture, as presentation attributes: the SVG reads the same alone and inside the report.
+COLOURS = {"gpu": "#1d2430", "bad": "#d04848", "bond": "#3a6fd8", "switch": "#6a4bb5", "nic": "#2f7d4a",
+           "nic_fill": "#e3f2e7", "numa": "#f4f6fa", "muted": "#5b6575", "text": "#1d2430"}
+
+
 def _printed(value):
     """A topo -m column value, or None where it says nothing."""
     if value is None:
@@ -404,10 +409,10 @@ def gpufleet_topology_svg(gpu, title=""):
     groups = _numa_groups(gpus, topology)
     nearest = _nearest_nics(gpus, topology)
 
-    cell, pad, inner, head, nic_row, switch_h, legend_h = 64, 12, 8, 20, 40, 30, 56
+    cell, pad, inner, head, nic_row, switch_h, legend_h = 64, 12, 8, 20, 40, 30, 62
     per_row = min(8, max([len(members) for _label, members in groups] or [1]))
     width = max(340, 2 * pad + 2 * inner + per_row * cell)
-    points, nic_points, boxes, parts_nics = {}, {}, [], []
+    points, nic_points, boxes = {}, {}, []
     y = pad
     switch_y = None
     # NVSwitch: the switch sits between the first half of the NUMA groups and the rest (below a single group);
@@ -415,8 +420,8 @@ def gpufleet_topology_svg(gpu, title=""):
     split = (len(groups) + 1) // 2 if switch else len(groups)
     for number, (label, members) in enumerate(groups):
         if switch and number == split:
-            switch_y = y
-            y += switch_h + pad
+            switch_y = y + pad
+            y += switch_h + 3 * pad
         above = switch and number < split
         group_nics = []
         for name in members:
@@ -440,105 +445,116 @@ def gpufleet_topology_svg(gpu, title=""):
         boxes.append((label, top, y - top + inner))
         y += inner + pad
     if switch and switch_y is None:
-        switch_y = y
-        y += switch_h + pad
+        switch_y = y + pad
+        y += switch_h + 3 * pad
     legend_y = y
     height = y + legend_h
 
     parts = ['<svg xmlns="http://www.w3.org/2000/svg" class="topology" viewBox="0 0 %d %d" width="%d" height="%d" '
-             'role="img" aria-label="%s" data-gpus="%d" data-switch="%s" data-groups="%d" data-nics="%d">'
+             'role="img" aria-label="%s" data-gpus="%d" data-switch="%s" data-groups="%d" data-nics="%d" '
+             'font-family="system-ui, sans-serif" font-size="11">'
              % (width, height, width, height, _escape(title or "NVLink topology"), len(gpus),
                 "true" if switch else "false", len(groups), len(nic_points))]
     if not gpus:
-        parts.append('<text x="%d" y="%d" text-anchor="middle" class="empty">%s</text>'
-                     % (width / 2, pad + 20, _escape(gpu.get("state", "no GPUs"))))
+        parts.append('<text x="%d" y="%d" text-anchor="middle" class="empty" fill="%s">%s</text>'
+                     % (width / 2, pad + 20, COLOURS["bad"], _escape(gpu.get("state", "no GPUs"))))
     for label, top, box_h in boxes:
-        parts.append('<g class="numa" data-label="%s"><rect x="%d" y="%d" width="%d" height="%d" rx="6"/>'
-                     '<text x="%d" y="%d" class="numa-label">%s</text></g>'
-                     % (_escape(label), pad, top, width - 2 * pad, box_h, pad + 6, top + 14, _escape(label)))
+        parts.append('<g class="numa" data-label="%s"><rect x="%d" y="%d" width="%d" height="%d" rx="6" fill="%s" '
+                     'stroke="%s" stroke-dasharray="4 3"/><text x="%d" y="%d" class="numa-label" fill="%s">%s</text></g>'
+                     % (_escape(label), pad, top, width - 2 * pad, box_h, COLOURS["numa"], COLOURS["muted"], pad + 6,
+                        top + 14, COLOURS["muted"], _escape(label)))
     if switch:
         count = (gpu.get("pci") or {}).get("nvswitches")
-        parts.append('<g class="switch" data-switches="%s"><rect x="%d" y="%d" width="%d" height="%d" rx="4"/>'
-                     '<text x="%d" y="%d" text-anchor="middle">NVSwitch%s</text></g>'
-                     % (count if count is not None else "", pad, switch_y, width - 2 * pad, switch_h, width / 2,
-                        switch_y + switch_h / 2 + 4, " ×%d" % count if isinstance(count, int) and count else ""))
-    bonds = 0
+        parts.append('<g class="switch" data-switches="%s"><rect x="%d" y="%d" width="%d" height="%d" rx="4" fill="%s"/>'
+                     '<text x="%d" y="%d" text-anchor="middle" fill="#fff" font-weight="600">NVSwitch%s</text></g>'
+                     % (count if count is not None else "", pad, switch_y, width - 2 * pad, switch_h, COLOURS["switch"],
+                        width / 2, switch_y + switch_h / 2 + 4, u" \u00d7%d" % count if _known_int(count) and count else ""))
+    bonds = []
     if switch:
         for name in gpus:
             active, down = _links_of(name, topology, pairs)
             (x, gy) = points[name]
             edge_y = switch_y if gy < switch_y else switch_y + switch_h
-            bad = name in degraded
-            label_y = gy + (30 if edge_y > gy else -24)
-            parts.append('<g class="bond switch-link%s" data-a="%s" data-b="NVSwitch" data-links="%d" data-inactive="%d">'
-                         '<line x1="%s" y1="%s" x2="%s" y2="%s" stroke-width="%.1f"%s/><text x="%s" y="%s" class="links">'
-                         'NV%d</text></g>'
-                         % (" degraded" if bad else "", name, active, down, x, gy, x, edge_y, 1 + min(active, 18) / 3.0,
-                            ' stroke-dasharray="6 4"' if bad else "", x + 4, label_y, active))
-            bonds += 1
+            bonds.append((name, "NVSwitch", active, name in degraded, [(x, gy), (x, edge_y)],
+                          (x, edge_y + (-7 if edge_y > gy else 16)), ' data-inactive="%d"' % down, " switch-link"))
     else:
         for a, b, links in pairs:
             (x1, y1), (x2, y2) = points[a], points[b]
-            bad = a in degraded or b in degraded
             span = abs(gpus.index(a) - gpus.index(b))
             if y1 == y2 and span > 1:
                 # Same row, not neighbours: an arc over the GPUs between them.
-                cx, cy = (x1 + x2) / 2, y1 - 18 - 10 * span
-                shape = '<path d="M%s %s Q%s %s %s %s" fill="none"' % (x1, y1, cx, cy, x2, y2)
-                tx, ty = cx, (y1 + 2 * cy + y2) / 4
+                control = ((x1 + x2) / 2, y1 - 18 - 10 * span)
+                bonds.append((a, b, links, a in degraded or b in degraded, [(x1, y1), control, (x2, y2)],
+                              (control[0], (y1 + 2 * control[1] + y2) / 4), "", ""))
             else:
-                shape = '<line x1="%s" y1="%s" x2="%s" y2="%s"' % (x1, y1, x2, y2)
-                tx, ty = (x1 + x2) / 2, (y1 + y2) / 2 - 4
-            parts.append('<g class="bond%s" data-a="%s" data-b="%s" data-links="%d">%s stroke-width="%.1f"%s/>'
-                         '<text x="%s" y="%s" text-anchor="middle" class="links">NV%d</text></g>'
-                         % (" degraded" if bad else "", a, b, links, shape, 1 + min(links, 18) / 3.0,
-                            ' stroke-dasharray="6 4"' if bad else "", tx, ty, links))
-            bonds += 1
+                bonds.append((a, b, links, a in degraded or b in degraded, [(x1, y1), (x2, y2)],
+                              ((x1 + x2) / 2, (y1 + y2) / 2 - 4), "", ""))
+    labelled = len(bonds) <= 12     # a full mesh is unreadable with a label per bond: its widths go in titles
+    for a, b, links, bad, path, (tx, ty), extra, kind in bonds:
+        if len(path) == 3:
+            shape = '<path d="M%s %s Q%s %s %s %s" fill="none"' % (path[0] + path[1] + path[2])
+        else:
+            shape = '<line x1="%s" y1="%s" x2="%s" y2="%s"' % (path[0] + path[1])
+        parts.append('<g class="bond%s%s" data-a="%s" data-b="%s" data-links="%d"%s><title>%s - %s: NV%d%s</title>'
+                     '%s stroke="%s" stroke-width="%.1f"%s/>%s</g>'
+                     % (kind, " degraded" if bad else "", a, b, links, extra, a, b, links,
+                        " (inactive links)" if bad else "", shape, COLOURS["bad" if bad else "bond"],
+                        1 + min(links, 18) / 3.0, ' stroke-dasharray="6 4"' if bad else "",
+                        '<text x="%s" y="%s" text-anchor="middle" class="links" fill="%s" stroke="#fff" stroke-width="3" '
+                        'paint-order="stroke">NV%d</text>' % (tx, ty, COLOURS["text"], links) if labelled else ""))
     for name in gpus:
         nics, level = nearest.get(name, ([], None))
         for nic in nics:
             (x1, y1), (x2, y2) = points[name], nic_points[nic]
-            parts.append('<g class="nic-link" data-gpu="%s" data-nic="%s" data-rel="%s"><line x1="%s" y1="%s" x2="%s" '
-                         'y2="%s"%s/></g>' % (name, _escape(nic), level, x1, y1, x2, y2,
-                                               ' stroke-dasharray="2 3"' if level == "PXB" else ""))
+            parts.append('<g class="nic-link" data-gpu="%s" data-nic="%s" data-rel="%s"><title>%s - %s: %s</title>'
+                         '<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="1.5"%s/></g>'
+                         % (name, _escape(nic), level, name, _escape(nic), level, x1, y1, x2, y2, COLOURS["nic"],
+                            ' stroke-dasharray="2 3"' if level == "PXB" else ""))
     for name in gpus:
         x, gy = points[name]
-        active, down = _links_of(name, topology, pairs)
+        down = _links_of(name, topology, pairs)[1]
         note = "all links down" if name in dead else ("%d down" % down if down else "")
-        parts.append('<g class="gpu%s" data-gpu="%s"><circle cx="%s" cy="%s" r="18"/><text x="%s" y="%s" '
-                     'text-anchor="middle">%s</text>%s</g>'
-                     % (" degraded" if name in degraded else "", name, x, gy, x, gy + 4, name.replace("GPU", ""),
-                        '<text x="%s" y="%s" text-anchor="middle" class="down">%s</text>' % (x, gy + 30, note) if note else ""))
+        parts.append('<g class="gpu%s" data-gpu="%s"><circle cx="%s" cy="%s" r="18" fill="%s"/><text x="%s" y="%s" '
+                     'text-anchor="middle" fill="#fff" font-size="12" font-weight="600">%s</text>%s</g>'
+                     % (" degraded" if name in degraded else "", name, x, gy, COLOURS["bad" if name in degraded else "gpu"],
+                        x, gy + 4, name.replace("GPU", ""),
+                        '<text x="%s" y="%s" text-anchor="middle" class="down" fill="%s">%s</text>'
+                        % (x, gy + 30, COLOURS["bad"], note) if note else ""))
     for nic, (x, ny) in nic_points.items():
-        parts_nics.append('<g class="nic" data-nic="%s"><rect x="%s" y="%s" width="56" height="20" rx="3"/>'
-                          '<text x="%s" y="%s" text-anchor="middle">%s</text></g>'
-                          % (_escape(nic), x - 28, ny - 10, x, ny + 4, _escape(nic[:9])))
-    parts.extend(parts_nics)
+        parts.append('<g class="nic" data-nic="%s"><title>%s</title><rect x="%s" y="%s" width="56" height="20" rx="3" '
+                     'fill="%s" stroke="%s"/><text x="%s" y="%s" text-anchor="middle" fill="%s">%s</text></g>'
+                     % (_escape(nic), _escape(nic), x - 28, ny - 10, COLOURS["nic_fill"], COLOURS["nic"], x, ny + 4,
+                        COLOURS["text"], _escape(nic[:9])))
     parts.append(_legend(pad, legend_y, width))
     parts.append("</svg>")
     svg = "".join(parts)
-    return svg.replace(' data-gpus="%d"' % len(gpus), ' data-gpus="%d" data-bonds="%d"' % (len(gpus), bonds), 1)
+    return svg.replace(' data-gpus="%d"' % len(gpus), ' data-gpus="%d" data-bonds="%d"' % (len(gpus), len(bonds)), 1)
 
 
 def _legend(x, y, width):
-    """The key to the picture: six items in two rows."""
-    col = (width - 2 * x) / 3.0
-    items = [
-        '<circle cx="%s" cy="%s" r="7" class="key-gpu"/>', '<rect x="%s" y="%s" width="16" height="10" class="key-switch"/>',
-        '<line x1="%s" y1="%s" x2="%s" y2="%s" class="key-bond"/>', '<line x1="%s" y1="%s" x2="%s" y2="%s" class="key-down"/>',
-        '<rect x="%s" y="%s" width="16" height="10" class="key-nic"/>', '<rect x="%s" y="%s" width="16" height="10" class="key-numa"/>',
+    """The key to the picture: six items in three rows of two (the longer names on the left)."""
+    second = x + 0.6 * (width - 2 * x)
+    shapes = [
+        '<circle cx="%%s" cy="%%s" r="7" fill="%s"/>' % COLOURS["gpu"],
+        '<rect x="%%s" y="%%s" width="16" height="10" fill="%s"/>' % COLOURS["switch"],
+        '<line x1="%%s" y1="%%s" x2="%%s" y2="%%s" stroke="%s" stroke-width="3"/>' % COLOURS["bond"],
+        '<line x1="%%s" y1="%%s" x2="%%s" y2="%%s" stroke="%s" stroke-width="3" stroke-dasharray="4 3"/>' % COLOURS["bad"],
+        '<rect x="%%s" y="%%s" width="16" height="10" fill="%s" stroke="%s"/>' % (COLOURS["nic_fill"], COLOURS["nic"]),
+        '<rect x="%%s" y="%%s" width="16" height="10" fill="%s" stroke="%s" stroke-dasharray="3 2"/>'
+        % (COLOURS["numa"], COLOURS["muted"]),
     ]
-    names = ["GPU", "NVSwitch", "NVLink bond, NV# = links", "inactive NVLink", "NIC (PIX, PXB dotted)", "NUMA node"]
+    names = ["GPU (red: links down)", "NVSwitch", "NVLink bond (NV# links)", "inactive NVLink", "NIC, PIX (PXB dotted)",
+             "NUMA node"]
     parts = ['<g class="legend">']
-    for i, (item, name) in enumerate(zip(items, names)):
-        ix, iy = x + (i % 3) * col, y + 14 + (i // 3) * 22
-        if "circle" in item:
-            shape = item % (ix + 8, iy)
-        elif "line" in item:
-            shape = item % (ix, iy, ix + 16, iy)
+    for i, (shape, name) in enumerate(zip(shapes, names)):
+        ix, iy = (second if i % 2 else x), y + 10 + (i // 2) * 18
+        if shape.startswith("<circle"):
+            shape = shape % (ix + 8, iy)
+        elif shape.startswith("<line"):
+            shape = shape % (ix, iy, ix + 16, iy)
         else:
-            shape = item % (ix, iy - 5)
-        parts.append('<g class="key">%s<text x="%s" y="%s">%s</text></g>' % (shape, ix + 22, iy + 4, name))
+            shape = shape % (ix, iy - 5)
+        parts.append('<g class="key">%s<text x="%s" y="%s" fill="%s">%s</text></g>' % (shape, ix + 22, iy + 4, COLOURS["text"], name))
     parts.append("</g>")
     return "".join(parts)
 

@@ -329,7 +329,8 @@ def test_svg_has_a_legend():
     legend = [g for g in root.iter(SVG + "g") if g.get("class") == "legend"]
     assert len(legend) == 1
     words = [t.text for t in legend[0].iter(SVG + "text")]
-    assert words == ["GPU", "NVSwitch", "NVLink bond, NV# = links", "inactive NVLink", "NIC (PIX, PXB dotted)", "NUMA node"]
+    assert words == ["GPU (red: links down)", "NVSwitch", "NVLink bond (NV# links)", "inactive NVLink", "NIC, PIX (PXB dotted)",
+                     "NUMA node"]
 
 
 def test_svg_of_a_node_without_gpus():
