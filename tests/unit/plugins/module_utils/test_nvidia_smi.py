@@ -198,13 +198,34 @@ def test_query_xml_matches_ground_truth(path):
         assert gpu["pci_bus_id"] == truth["pci_bus_id"]
         assert gpu["minor_number"] == truth["minor_number"]
         assert "%d MiB" % gpu["memory_total_mib"] == truth["memory_total"]
-        assert gpu["mig_mode"]["current"] is (truth["mig_mode_current"] == "Enabled")
+        assert gpu["mig_mode"]["current"] is {"Enabled": True, "Disabled": False}.get(truth["mig_mode_current"])
         assert len(gpu["mig_devices"]) == truth["mig_device_count"]
+
+
+XML_CAPTURES_WITH_HEALTH = [param for param in captures("q-x.xml") if "health" in expected_for(param.values[0])]
+
+
+@pytest.mark.parametrize("path", XML_CAPTURES_WITH_HEALTH)
+def test_query_xml_health_fields_match_ground_truth(path):
+    """Every field of the shared contract, against the values read off each real capture by hand (expected.json
+    "health"; one capture per schema v10 to v13 and per driver generation 470 to 590)."""
+    truth = expected_for(path)["health"]
+    gpus = nvidia_smi.parse_query_xml(read(path))["gpus"]
+    assert len(gpus) == len(truth)
+    for gpu, fields in zip(gpus, truth):
+        assert dict((key, gpu[key]) for key in fields) == fields
+
+
+def test_the_captures_cover_every_schema_from_v10_to_v13():
+    schemas = set(expected_for(param.values[0])["schema"] for param in XML_CAPTURES_WITH_HEALTH)
+    assert schemas == {"nvsmi_device_v10.dtd", "nvsmi_device_v11.dtd", "nvsmi_device_v12.dtd", "nvsmi_device_v13.dtd"}
+    for param in XML_CAPTURES_WITH_HEALTH:
+        assert expected_for(param.values[0])["schema"] in read(param.values[0])
 
 
 def test_query_xml_fields_of_the_a100_capture():
     gpu = nvidia_smi.parse_query_xml(read(next(FIXTURES.glob("31-*/q-x.xml"))))["gpus"][0]
-    assert gpu["pcie"] == {"gen_current": 4, "gen_max": 4, "width_current": 16, "width_max": 16}
+    assert gpu["pcie"] == {"gen_current": 4, "gen_max": 4, "width_current": 16, "width_max": 16, "replay_counter": 0}
     assert gpu["power_limit_w"] == 500.0
     assert gpu["vbios_version"] == "92.00.36.00.02"
     assert gpu["persistence_mode"] is False
