@@ -54,7 +54,7 @@ COMPUTE_MODES = {"default": 0, "exclusive_thread": 1, "prohibited": 2, "exclusiv
 CLOCK_EVENT_REASONS = {
     "gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4, "hw_slowdown": 0x8,
     "sync_boost": 0x10, "sw_thermal_slowdown": 0x20, "hw_thermal_slowdown": 0x40,
-    "hw_power_brake_slowdown": 0x80, "display_clock_setting": 0x100,
+    "hw_power_brake_slowdown": 0x80, "display_clocks_setting": 0x100,
 }
 FABRIC_STATES = {"not supported": 0, "not started": 1, "in progress": 2, "completed": 3}
 # nvmlGpuTopologyLevel_t for the relations of a topo -m matrix.
@@ -70,6 +70,7 @@ NVLINK_REMOTE_GPU = 0
 NVLINK_REMOTE_SWITCH = 2
 NVML_NVLINK_MAX_LINKS = 18
 MIB = 1024 * 1024
+RESERVED_MIB = 512      # what the nvidia-smi emulator prints as fb_memory_usage/reserved
 
 # The per-GPU keys of a profile, with their defaults (the shared contract of tests/emulator/profiles).
 GPU_DEFAULTS = {
@@ -80,7 +81,7 @@ GPU_DEFAULTS = {
     "ecc_dram_uncorrectable_aggregate": 0, "ecc_sram_uncorrectable_aggregate": 0,
     "ecc_dram_correctable_aggregate": 0, "ecc_sram_correctable_aggregate": 0,
     "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False},
-    "retired_pages_pending": False, "retired_pages_single_bit_ecc": 0, "retired_pages_double_bit_ecc": 0,
+    "retired_pages_pending": False,
     "reset_required": False, "drain_and_reset_recommended": False, "fabric_state": None, "fabric_status": None,
     "module_id": None, "utilization_gpu_pct": 0, "memory_used_mib": 0,
 }
@@ -91,8 +92,8 @@ MIG_CAPABLE = re.compile(r"\b(A100|A800|A30|H100|H800|H200|H20|GH200|B200|GB200)
 def pci_devices(profile):
     """The profile's NVIDIA PCI functions: {address: (device id, class)}."""
     devices = {}
-    for bus in profile.get("bus_ids", []):
-        devices["0000:" + bus.lower()] = (GPU_DEVICE, GPU_CLASS)
+    for index, bus in enumerate(profile.get("bus_ids", [])):
+        devices["0000:" + bus.lower()] = (gpu_settings(profile, index, {})["pci_device_id"], GPU_CLASS)
     for address in switch_addresses(profile):
         devices[address] = (profile["nvswitches"]["device_id"], NVSWITCH_CLASS)
     return devices
@@ -221,12 +222,13 @@ def load_faults(config_dir=CONFIG_DIR):
 
 def gpu_settings(profile, index, faults):
     """One GPU's keys: the defaults, the profile's "gpu", its "per_gpu" entry, then the planted faults."""
-    settings = dict(GPU_DEFAULTS)
+    settings = dict(GPU_DEFAULTS, pci_device_id=GPU_DEVICE)
     settings.update(profile.get("gpu", {}))
     settings.update(profile.get("per_gpu", {}).get(str(index), {}))
     settings.update(faults.get("gpus", {}).get(str(index), {}))
-    settings.setdefault("pcie_gen_current", settings["pcie_gen"])
-    settings.setdefault("pcie_width_current", settings["pcie_width"])
+    for key in ("pcie_gen", "pcie_width"):
+        if settings.get(key + "_current") is None:
+            settings[key + "_current"] = settings[key]
     return settings
 
 
@@ -248,7 +250,6 @@ def nvlink_ends(profile, topology):
     links_per_gpu = (profile.get("nvlink") or {}).get("links_per_gpu", 0)
     switches = ["0000" + address.upper() for address in switch_addresses(profile)]
     switch_id = "0x%s10de" % (profile["nvswitches"]["device_id"][2:] if switches else "")
-    gpu_id = "0x%s10de" % GPU_DEVICE[2:]
     ends = []
     for index in range(topology["gpus"]):
         bonds = [(peer, int(topology["relation"][(index, peer)][2:])) for peer in range(topology["gpus"])
@@ -261,6 +262,7 @@ def nvlink_ends(profile, topology):
             continue
         links = []
         for peer, width in bonds:
+            gpu_id = "0x%s10de" % gpu_settings(profile, peer, {})["pci_device_id"][2:]
             links += [(NVLINK_REMOTE_GPU, "00000000:" + profile["bus_ids"][peer].upper(), gpu_id)] * width
         if len(links) != links_per_gpu:
             raise ValueError("GPU%d: the matrix bonds %d links, the profile says %d" % (index, len(links), links_per_gpu))
@@ -310,19 +312,23 @@ def gpu_lines(profile, name, index, settings, topology, ends, faults):
     out.append("uuid GPU-%s" % uuid_module.uuid5(uuid_module.NAMESPACE_DNS, "%s-%d" % (name, index)))
     out.append("serial 1650%09d" % (index + 1))
     out.append("pci_bus_id 00000000:%s" % bus)
-    out.append("pci_device_id 0x%s10de" % GPU_DEVICE[2:])
+    out.append("pci_device_id 0x%s10de" % settings["pci_device_id"][2:])
     out.append("minor_number %d" % index)
     if settings["module_id"] is not None:
         out.append("module_id %d" % settings["module_id"])
-    out.append("architecture %d" % ARCHITECTURES.get(str(settings["architecture"]).lower(), NVML_DEVICE_ARCH_UNKNOWN))
+    if settings["architecture"] is not None:
+        out.append("architecture %d" % ARCHITECTURES.get(settings["architecture"].lower(), NVML_DEVICE_ARCH_UNKNOWN))
     if settings["compute_capability"] is not None:
         major, minor = str(settings["compute_capability"]).split(".")
         out.append("compute_capability %d %d" % (int(major), int(minor)))
     out.append("vbios_version %s" % _text(settings["vbios_version"], "vbios_version"))
-    out.append("memory %d %d" % (settings["memory_total_mib"] * MIB, settings["memory_used_mib"] * MIB))
+    # nvmlMemory_t.used counts the memory the driver reserves (nvidia-smi prints it apart as "Reserved")
+    used = RESERVED_MIB + (settings["memory_used_mib"] or 0)
+    out.append("memory %d %d" % (settings["memory_total_mib"] * MIB, used * MIB))
     out.append("persistence_mode daemon")   # the library reads it from the running nvidia-persistenced
     out.append("ecc_mode 1 1")
-    out.append("compute_mode %d" % COMPUTE_MODES[str(settings["compute_mode"]).lower()])
+    if settings["compute_mode"] is not None:
+        out.append("compute_mode %d" % COMPUTE_MODES[settings["compute_mode"].lower()])
     out.append("mig_max_devices %d" % (7 if MIG_CAPABLE.search(settings["name"]) else -1))
     for kind, error_type in (("uncorrectable", 1), ("correctable", 0)):
         for counter, counter_type in (("volatile", 0), ("aggregate", 1)):
@@ -330,9 +336,8 @@ def gpu_lines(profile, name, index, settings, topology, ends, faults):
                 value = settings["ecc_%s_%s_%s" % (location, kind, counter)]
                 if value is not None:
                     out.append("ecc_counter %d %d %d %d" % (error_type, counter_type, location_type, value))
-    out.append("retired_pages 0 %d" % settings["retired_pages_single_bit_ecc"])
-    out.append("retired_pages 1 %d" % settings["retired_pages_double_bit_ecc"])
-    if settings["retired_pages_pending"] is not None:
+    if settings["retired_pages_pending"] is not None:    # no page is ever retired on the emulated GPUs
+        out += ["retired_pages 0 0", "retired_pages 1 0"]
         out.append("retired_pages_pending %s" % _flag(settings["retired_pages_pending"]))
     rows = settings["remapped_rows"]
     if rows is not None:
@@ -340,15 +345,17 @@ def gpu_lines(profile, name, index, settings, topology, ends, faults):
                                                   _flag(rows["failure"])))
     out.append("pcie %d %d %d %d" % (settings["pcie_gen_current"], settings["pcie_gen"],
                                      settings["pcie_width_current"], settings["pcie_width"]))
-    out.append("pcie_replay_counter %d" % settings["pcie_replay_counter"])
-    out.append("power_limit_mw %d" % round(settings["power_limit_w"] * 1000))
-    out.append("power_usage_mw %d" % round(settings["power_draw_w"] * 1000))
-    out.append("temperature_c %d" % settings["temperature_c"])
-    reasons = 0
-    for reason in settings["clock_event_reasons"]:
-        reasons |= CLOCK_EVENT_REASONS[reason]
-    out.append("clocks_event_reasons 0x%x" % reasons)
-    out.append("utilization %d 0" % settings["utilization_gpu_pct"])
+    for key, line, scale in (("pcie_replay_counter", "pcie_replay_counter", 1), ("power_limit_w", "power_limit_mw", 1000),
+                             ("power_draw_w", "power_usage_mw", 1000), ("temperature_c", "temperature_c", 1)):
+        if settings[key] is not None:       # None: the call answers NOT_SUPPORTED (nvidia-smi prints N/A)
+            out.append("%s %d" % (line, round(settings[key] * scale)))
+    if settings["clock_event_reasons"] is not None:
+        reasons = 0
+        for reason in settings["clock_event_reasons"]:
+            reasons |= CLOCK_EVENT_REASONS[reason]
+        out.append("clocks_event_reasons 0x%x" % reasons)
+    if settings["utilization_gpu_pct"] is not None:
+        out.append("utilization %d 0" % settings["utilization_gpu_pct"])
     if settings["fabric_state"] is not None:
         status = settings["fabric_status"]
         out.append("fabric %d %d" % (FABRIC_STATES[settings["fabric_state"].lower()],
@@ -357,6 +364,8 @@ def gpu_lines(profile, name, index, settings, topology, ends, faults):
         out.append("reset_required %s" % _flag(settings["reset_required"]))
     if settings["drain_and_reset_recommended"] is not None:
         out.append("drain_and_reset_recommended %s" % _flag(settings["drain_and_reset_recommended"]))
+    if ends[index]:
+        out.append("nvlink_speed_mbps %d" % round(profile["nvlink"]["speed_gbps"] * 1000))
     for link, (remote_type, remote_bus, remote_id) in enumerate(ends[index]):
         active = index not in all_inactive and (index, link) not in inactive
         out.append("link %d %s %d %s %s" % (link, _flag(active), remote_type, remote_bus, remote_id))

@@ -103,11 +103,13 @@ typedef unsigned char nvmlGpuFabricState_t;
 #define NVML_GPU_FABRIC_UUID_LEN 16
 #define NVML_AFFINITY_SCOPE_NODE 0
 #define NVML_AFFINITY_SCOPE_SOCKET 1
+#define NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON 90
 #define NVML_FI_DEV_PCIE_REPLAY_COUNTER 94
 #define NVML_FI_DEV_REMAPPED_COR 142
 #define NVML_FI_DEV_REMAPPED_UNC 143
 #define NVML_FI_DEV_REMAPPED_PENDING 144
 #define NVML_FI_DEV_REMAPPED_FAILURE 145
+#define NVML_FI_DEV_NVLINK_GET_SPEED 164
 #define NVML_FI_DEV_RESET_STATUS 226
 #define NVML_FI_DEV_DRAIN_AND_RESET_STATUS 227
 #define NVML_FI_DEV_GET_GPU_RECOVERY_ACTION 230
@@ -130,6 +132,18 @@ typedef struct nvmlMemory_st {
     unsigned long long free;
     unsigned long long used;
 } nvmlMemory_t;
+
+typedef struct nvmlDeviceAttributes_st {
+    unsigned int multiprocessorCount;
+    unsigned int sharedCopyEngineCount;
+    unsigned int sharedDecoderCount;
+    unsigned int sharedEncoderCount;
+    unsigned int sharedJpegCount;
+    unsigned int sharedOfaCount;
+    unsigned int gpuInstanceSliceCount;
+    unsigned int computeInstanceSliceCount;
+    unsigned long long memorySizeMB;
+} nvmlDeviceAttributes_t;
 
 typedef struct nvmlUtilization_st {
     unsigned int gpu;
@@ -188,8 +202,10 @@ struct nvmlDevice_st {
     int has_remapped;
     unsigned int remapped[4];
     unsigned int pcie[4], replay_counter;
-    unsigned int power_limit_mw, power_usage_mw, temperature_c, util_gpu, util_memory;
+    unsigned int power_limit_mw, power_usage_mw, temperature_c, util_gpu, util_memory, nvlink_speed_mbps;
     unsigned long long clocks_event_reasons;
+    int has_architecture, has_compute_mode, has_replay, has_power_limit, has_power_usage, has_temperature;
+    int has_clocks, has_utilization, has_retired;
     int has_fabric, fabric_status;
     unsigned int fabric_state;
     int has_reset_required, reset_required, has_drain, drain_and_reset;
@@ -358,7 +374,7 @@ static int parse_line(const char *key, const char *value, struct nvmlDevice_st *
     if (strcmp(key, "module_id") == 0)
         return (d->has_module_id = sscanf(value, "%u", &d->module_id) == 1) ? 0 : -1;
     if (strcmp(key, "architecture") == 0)
-        return sscanf(value, "%u", &d->architecture) == 1 ? 0 : -1;
+        return (d->has_architecture = sscanf(value, "%u", &d->architecture) == 1) ? 0 : -1;
     if (strcmp(key, "compute_capability") == 0)
         return (d->has_cc = sscanf(value, "%d %d", &d->cc_major, &d->cc_minor) == 2) ? 0 : -1;
     if (strcmp(key, "memory") == 0)
@@ -368,7 +384,7 @@ static int parse_line(const char *key, const char *value, struct nvmlDevice_st *
     if (strcmp(key, "ecc_mode") == 0)
         return sscanf(value, "%d %d", &d->ecc_current, &d->ecc_pending) == 2 ? 0 : -1;
     if (strcmp(key, "compute_mode") == 0)
-        return sscanf(value, "%u", &d->compute_mode) == 1 ? 0 : -1;
+        return (d->has_compute_mode = sscanf(value, "%u", &d->compute_mode) == 1) ? 0 : -1;
     if (strcmp(key, "mig_max_devices") == 0)
         return sscanf(value, "%d", &d->mig_max_devices) == 1 ? 0 : -1;
     if (strcmp(key, "ecc_counter") == 0) {
@@ -382,6 +398,7 @@ static int parse_line(const char *key, const char *value, struct nvmlDevice_st *
         if (sscanf(value, "%u %u", &a, &b) != 2 || a > 1)
             return -1;
         d->retired[a] = b;
+        d->has_retired = 1;
         return 0;
     }
     if (strcmp(key, "retired_pages_pending") == 0)
@@ -392,17 +409,19 @@ static int parse_line(const char *key, const char *value, struct nvmlDevice_st *
     if (strcmp(key, "pcie") == 0)
         return sscanf(value, "%u %u %u %u", &d->pcie[0], &d->pcie[1], &d->pcie[2], &d->pcie[3]) == 4 ? 0 : -1;
     if (strcmp(key, "pcie_replay_counter") == 0)
-        return sscanf(value, "%u", &d->replay_counter) == 1 ? 0 : -1;
+        return (d->has_replay = sscanf(value, "%u", &d->replay_counter) == 1) ? 0 : -1;
     if (strcmp(key, "power_limit_mw") == 0)
-        return sscanf(value, "%u", &d->power_limit_mw) == 1 ? 0 : -1;
+        return (d->has_power_limit = sscanf(value, "%u", &d->power_limit_mw) == 1) ? 0 : -1;
     if (strcmp(key, "power_usage_mw") == 0)
-        return sscanf(value, "%u", &d->power_usage_mw) == 1 ? 0 : -1;
+        return (d->has_power_usage = sscanf(value, "%u", &d->power_usage_mw) == 1) ? 0 : -1;
     if (strcmp(key, "temperature_c") == 0)
-        return sscanf(value, "%u", &d->temperature_c) == 1 ? 0 : -1;
+        return (d->has_temperature = sscanf(value, "%u", &d->temperature_c) == 1) ? 0 : -1;
     if (strcmp(key, "clocks_event_reasons") == 0)
-        return sscanf(value, "%llx", &d->clocks_event_reasons) == 1 ? 0 : -1;
+        return (d->has_clocks = sscanf(value, "%llx", &d->clocks_event_reasons) == 1) ? 0 : -1;
     if (strcmp(key, "utilization") == 0)
-        return sscanf(value, "%u %u", &d->util_gpu, &d->util_memory) == 2 ? 0 : -1;
+        return (d->has_utilization = sscanf(value, "%u %u", &d->util_gpu, &d->util_memory) == 2) ? 0 : -1;
+    if (strcmp(key, "nvlink_speed_mbps") == 0)
+        return sscanf(value, "%u", &d->nvlink_speed_mbps) == 1 ? 0 : -1;
     if (strcmp(key, "fabric") == 0)
         return (d->has_fabric = sscanf(value, "%u %d", &d->fabric_state, &d->fabric_status) == 2) ? 0 : -1;
     if (strcmp(key, "reset_required") == 0)
@@ -721,6 +740,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetArchitecture(struct nvmlDevice_st *device, nvml
     DEVICE(device, d);
     if (!arch)
         return NVML_ERROR_INVALID_ARGUMENT;
+    if (!d->has_architecture)
+        return NVML_ERROR_NOT_SUPPORTED;
     *arch = d->architecture;
     return NVML_SUCCESS;
 }
@@ -765,6 +786,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(struct nvmlDevice_st *device, nvmlC
     DEVICE(device, d);
     if (!mode)
         return NVML_ERROR_INVALID_ARGUMENT;
+    if (!d->has_compute_mode)
+        return NVML_ERROR_NOT_SUPPORTED;
     *mode = (nvmlComputeMode_t)d->compute_mode;
     return NVML_SUCCESS;
 }
@@ -818,6 +841,14 @@ EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(struct nvmlDevice_st *device,
     DEVICE(device, d);
     (void)d;
     return id ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+/* nvml.h: "This API currently only supports MIG device handles"; every handle here is a whole GPU's. */
+EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(struct nvmlDevice_st *device, nvmlDeviceAttributes_t *attributes)
+{
+    DEVICE(device, d);
+    (void)d;
+    return attributes ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_INVALID_ARGUMENT;
 }
 
 /* ------------------------------------------------------------------------------------------------ ECC, pages, rows */
@@ -874,6 +905,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetRetiredPages(struct nvmlDevice_st *device, nvml
     DEVICE(device, d);
     if (!pageCount || (unsigned int)cause > 1)
         return NVML_ERROR_INVALID_ARGUMENT;
+    if (!d->has_retired)
+        return NVML_ERROR_NOT_SUPPORTED;
     count = d->retired[cause];
     if (*pageCount < count) {
         *pageCount = count;
@@ -921,6 +954,8 @@ static nvmlReturn_t pcie_value(struct nvmlDevice_st *device, int which, unsigned
     DEVICE(device, d);
     if (!out)
         return NVML_ERROR_INVALID_ARGUMENT;
+    if (which == 4 && !d->has_replay)
+        return NVML_ERROR_NOT_SUPPORTED;
     *out = which < 4 ? d->pcie[which] : d->replay_counter;
     return NVML_SUCCESS;
 }
@@ -957,6 +992,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(struct nvmlDevice_st *device
     DEVICE(device, d);
     if (!limit)
         return NVML_ERROR_INVALID_ARGUMENT;
+    if (!d->has_power_limit)
+        return NVML_ERROR_NOT_SUPPORTED;
     *limit = d->power_limit_mw;
     return NVML_SUCCESS;
 }
@@ -966,6 +1003,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(struct nvmlDevice_st *device, unsign
     DEVICE(device, d);
     if (!power)
         return NVML_ERROR_INVALID_ARGUMENT;
+    if (!d->has_power_usage)
+        return NVML_ERROR_NOT_SUPPORTED;
     *power = d->power_usage_mw;
     return NVML_SUCCESS;
 }
@@ -976,6 +1015,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetTemperature(struct nvmlDevice_st *device, nvmlT
     DEVICE(device, d);
     if (!temp || (unsigned int)sensorType >= NVML_TEMPERATURE_COUNT)
         return NVML_ERROR_INVALID_ARGUMENT;
+    if (!d->has_temperature)
+        return NVML_ERROR_NOT_SUPPORTED;
     *temp = d->temperature_c;
     return NVML_SUCCESS;
 }
@@ -986,6 +1027,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(struct nvmlDevice_st 
     DEVICE(device, d);
     if (!clocksEventReasons)
         return NVML_ERROR_INVALID_ARGUMENT;
+    if (!d->has_clocks)
+        return NVML_ERROR_NOT_SUPPORTED;
     *clocksEventReasons = d->clocks_event_reasons;
     return NVML_SUCCESS;
 }
@@ -1001,6 +1044,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(struct nvmlDevice_st *device, 
     DEVICE(device, d);
     if (!utilization)
         return NVML_ERROR_INVALID_ARGUMENT;
+    if (!d->has_utilization)
+        return NVML_ERROR_NOT_SUPPORTED;
     utilization->gpu = d->util_gpu;
     utilization->memory = d->util_memory;
     return NVML_SUCCESS;
@@ -1185,6 +1230,7 @@ static void field_value(struct nvmlDevice_st *d, nvmlFieldValue_t *field)
     field->value.ullVal = 0;
     switch (field->fieldId) {
     case NVML_FI_DEV_PCIE_REPLAY_COUNTER:
+        known = d->has_replay;
         field->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
         field->value.ullVal = d->replay_counter;
         break;
@@ -1207,6 +1253,14 @@ static void field_value(struct nvmlDevice_st *d, nvmlFieldValue_t *field)
         known = d->has_reset_required && d->has_drain;
         field->value.uiVal = d->drain_and_reset ? NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET
                              : d->reset_required ? NVML_GPU_RECOVERY_ACTION_GPU_RESET : NVML_GPU_RECOVERY_ACTION_NONE;
+        break;
+    case NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON:
+        known = d->links > 0 && d->nvlink_speed_mbps > 0;
+        field->value.uiVal = d->nvlink_speed_mbps;
+        break;
+    case NVML_FI_DEV_NVLINK_GET_SPEED:        /* scopeId: the link */
+        known = field->scopeId < (unsigned int)d->links && d->link[field->scopeId].active && d->nvlink_speed_mbps > 0;
+        field->value.uiVal = d->nvlink_speed_mbps;
         break;
     default:
         known = 0;
