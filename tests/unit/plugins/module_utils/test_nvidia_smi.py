@@ -1,5 +1,6 @@
 """The nvidia-smi parsers against every real capture in fixtures/nvidia-smi, and against edge cases."""
 import json
+import re
 import pathlib
 
 import pytest
@@ -334,3 +335,345 @@ def test_query_gpu_csv_matches_ground_truth(path):
     else:
         rows = nvidia_smi.parse_query_gpu_csv(read(path), fields=["index", "name"])
         assert [[row["index"], row["name"]] for row in rows] == truth["rows"]
+
+
+# --- issue 15: each wrong value or missed state, from the kind of output that triggers it ----------------
+
+def capture(prefix, name):
+    return read(next(FIXTURES.glob(prefix + "-*/" + name)))
+
+
+def only_gpu(text):
+    return nvidia_smi.parse_query_xml(text)["gpus"][0]
+
+
+def replace_once(text, old, new):
+    assert text.count(old) >= 1, old
+    return text.replace(old, new, 1)
+
+
+def test_volatile_uncorrectable_ecc_counts_sram_errors():
+    """535 (v12): two SRAM uncorrectable errors with DRAM at 0 are 2 errors, not 0."""
+    text = capture("31", "q-x.xml")
+    volatile = "<volatile>\n                <sram_correctable>0</sram_correctable>\n                <sram_uncorrectable>0"
+    gpu = only_gpu(replace_once(text, volatile, volatile[:-1] + "2"))
+    assert gpu["ecc_errors_uncorrected_volatile"] == 2
+    assert gpu["ecc_errors_uncorrected_aggregate"] == 0
+
+
+def test_v13_parity_and_secded_counters_are_counted():
+    text = capture("65", "q-x.xml")
+    block = text[text.index("<volatile>"):text.index("</volatile>")]
+    counted = (block.replace("<sram_uncorrectable_parity>N/A", "<sram_uncorrectable_parity>1")
+               .replace("<sram_uncorrectable_secded>N/A", "<sram_uncorrectable_secded>2")
+               .replace("<dram_uncorrectable>N/A", "<dram_uncorrectable>4")
+               .replace("<dram_correctable>N/A", "<dram_correctable>8")
+               .replace("<sram_correctable>N/A", "<sram_correctable>16"))
+    gpu = only_gpu(replace_once(text, block, counted))
+    assert gpu["ecc_errors_uncorrected_volatile"] == 7
+    assert gpu["ecc_errors_corrected_volatile"] == 24
+    assert gpu["ecc_errors_uncorrected_aggregate"] is None  # still N/A there
+    # One counter of the sum unreadable: the sum is unknown, not the sum of the others.
+    partial = counted.replace("<sram_uncorrectable_secded>2", "<sram_uncorrectable_secded>N/A")
+    assert only_gpu(replace_once(text, block, partial))["ecc_errors_uncorrected_volatile"] is None
+
+
+def test_old_single_and_double_bit_schema_reads_the_totals():
+    text = capture("62", "q-x.xml")
+    block = text[text.index("<volatile>"):text.index("</volatile>")]
+    double = block[block.index("<double_bit>"):]
+    counted = block.replace(double, double.replace("<total>N/A", "<total>3")).replace("<total>N/A", "<total>5", 1)
+    gpu = only_gpu(replace_once(text, block, counted))
+    assert (gpu["ecc_errors_uncorrected_volatile"], gpu["ecc_errors_corrected_volatile"]) == (3, 5)
+
+
+@pytest.mark.parametrize("prefix, module_id", [("31", 4), ("63", 1), ("64", 1), ("65", 1)])
+def test_module_id_from_gpu_module_id_and_platform_info(prefix, module_id):
+    """535 writes <gpu_module_id>, 570+ <platformInfo><module_id>: neither is null."""
+    assert only_gpu(capture(prefix, "q-x.xml"))["module_id"] == module_id
+
+
+@pytest.mark.parametrize("word", ["N/A", "[N/A]", "Not Supported", "[Not Supported]", "Unknown Error",
+                                  "[Unknown Error]", "Requested functionality has been deprecated",
+                                  "Insufficient Permissions", "", "  "])
+def test_no_value_words_are_none(word):
+    text = capture("66", "q-x.xml")
+    for old in ("<gpu_temp>32 C<", "<instant_power_draw>35.15 W<", "<average_power_draw>35.06 W<",
+                "<compute_mode>Default<", "<product_architecture>Ampere<", "<replay_counter>0<",
+                "<current_power_limit>350.00 W<", "<remapped_rows>N/A<"):
+        text = replace_once(text, old, old[:old.index(">") + 1] + word + "<")
+    gpu = only_gpu(text)
+    assert gpu["temperature_c"] is None
+    assert gpu["power_draw_w"] is None
+    assert gpu["power_limit_w"] is None
+    assert gpu["compute_mode"] is None
+    assert gpu["architecture"] is None
+    assert gpu["pcie"]["replay_counter"] is None
+    assert gpu["remapped_rows"] is None
+
+
+def test_values_not_of_their_form_are_none():
+    text = capture("66", "q-x.xml")
+    text = replace_once(text, "<gpu_temp>32 C<", "<gpu_temp>32.5 C<")
+    text = replace_once(text, "<replay_counter>0<", "<replay_counter>0x10<")
+    text = replace_once(text, "<instant_power_draw>35.15 W<", "<instant_power_draw>35.15 W 7<")
+    gpu = only_gpu(text)
+    assert gpu["temperature_c"] is None
+    assert gpu["pcie"]["replay_counter"] is None
+    # The instant draw is printed but not readable: unknown, rather than another reading put in its place.
+    assert gpu["power_draw_w"] is None
+
+
+def test_power_draw_prefers_instant_then_draw_then_average():
+    text = capture("66", "q-x.xml")
+    assert only_gpu(text)["power_draw_w"] == 35.15
+    assert only_gpu(replace_once(text, "<instant_power_draw>35.15 W<", "<instant_power_draw>N/A<"))[
+        "power_draw_w"] == 35.06
+    assert only_gpu(capture("60", "q-x.xml"))["power_draw_w"] == 26.78  # v11 <power_readings><power_draw>
+    assert only_gpu(capture("31", "q-x.xml"))["power_draw_w"] == 67.03  # v12 <gpu_power_readings><power_draw>
+
+
+def test_clock_event_reasons_of_both_names():
+    assert only_gpu(capture("66", "q-x.xml"))["clock_event_reasons_active"] == ["sw_power_cap"]
+    assert only_gpu(capture("61", "q-x.xml"))["clock_event_reasons_active"] == ["gpu_idle"]  # throttle name
+    text = capture("60", "q-x.xml")
+    assert only_gpu(text)["clock_event_reasons_active"] == []
+    two = replace_once(replace_once(text, "reason_hw_thermal_slowdown>Not Active", "reason_hw_thermal_slowdown>Active"),
+                       "reason_sw_power_cap>Not Active", "reason_sw_power_cap>Active")
+    assert only_gpu(two)["clock_event_reasons_active"] == ["hw_thermal_slowdown", "sw_power_cap"]
+    # One reason unreadable: the list might miss it, so it is unknown.
+    unreadable = replace_once(text, "reason_sync_boost>Not Active", "reason_sync_boost>N/A")
+    assert only_gpu(unreadable)["clock_event_reasons_active"] is None
+    assert only_gpu(capture("68", "q-x.xml"))["clock_event_reasons_active"] is None  # the block is "N/A"
+
+
+def test_remapped_rows_pending_and_failure():
+    text = capture("61", "q-x.xml")
+    text = replace_once(text, "<remapped_row_unc>0<", "<remapped_row_unc>3<")
+    text = replace_once(text, "<remapped_row_pending>No<", "<remapped_row_pending>Yes<")
+    text = replace_once(text, "<remapped_row_failure>No<", "<remapped_row_failure>Yes<")
+    assert only_gpu(text)["remapped_rows"] == {"correctable": 0, "uncorrectable": 3, "pending": True, "failure": True}
+    assert only_gpu(capture("60", "q-x.xml"))["remapped_rows"] is None  # "N/A": no row remapping on a T4
+
+
+def test_reset_status_and_recovery_action():
+    text = capture("31", "q-x.xml")
+    assert only_gpu(text)["reset_required"] is False
+    required = replace_once(text, "<reset_required>No<", "<reset_required>Yes<")
+    gpu = only_gpu(required)
+    assert (gpu["reset_required"], gpu["drain_and_reset_recommended"]) == (True, False)
+    # 570+: the reset status is deprecated; only the recovery action "None" tells both for sure.
+    newer = capture("64", "q-x.xml")
+    gpu = only_gpu(newer)
+    assert (gpu["reset_required"], gpu["drain_and_reset_recommended"]) == (False, False)
+    gpu = only_gpu(replace_once(newer, "<gpu_recovery_action>None<", "<gpu_recovery_action>Drain and Reset<"))
+    assert (gpu["reset_required"], gpu["drain_and_reset_recommended"]) == (None, None)
+
+
+def test_fabric_state_and_status():
+    text = capture("65", "q-x.xml")
+    assert only_gpu(text)["fabric"] == {"state": None, "status": None}
+    done = replace_once(replace_once(text, "<state>N/A</state>", "<state>Completed</state>"),
+                        "<status>N/A</status>", "<status>Success</status>")
+    assert only_gpu(done)["fabric"] == {"state": "Completed", "status": "Success"}
+    assert only_gpu(replace_once(text, "<state>N/A</state>", "<state>In Progress</state>"))["fabric"]["state"] == \
+        "In Progress"
+
+
+def test_module_id_zero_and_temperature_zero_are_none():
+    """Drivers before 570 print module id 0 on PCIe cards (570 prints 1 there); a vGPU guest prints 0 C."""
+    assert only_gpu(capture("60", "q-x.xml"))["module_id"] is None
+    assert only_gpu(capture("68", "q-x.xml"))["temperature_c"] is None
+
+
+def test_every_gpu_has_every_contract_field():
+    fields = {"index", "name", "uuid", "serial", "pci_bus_id", "minor_number", "module_id", "memory_total_mib",
+              "mig_mode", "mig_devices", "persistence_mode", "ecc_mode", "ecc_errors_uncorrected_volatile",
+              "ecc_errors_uncorrected_aggregate", "ecc_errors_corrected_volatile", "retired_pages", "pcie",
+              "power_limit_w", "vbios_version", "architecture", "compute_mode", "temperature_c", "power_draw_w",
+              "clock_event_reasons_active", "remapped_rows", "reset_required", "drain_and_reset_recommended",
+              "fabric", "compute_capability"}
+    for param in captures("q-x.xml"):
+        for gpu in nvidia_smi.parse_query_xml(read(param.values[0]))["gpus"]:
+            assert set(gpu) == fields
+            assert set(gpu["pcie"]) == {"gen_current", "gen_max", "width_current", "width_max", "replay_counter"}
+            assert gpu["compute_capability"] is None
+
+
+# nvlink -s
+
+@pytest.mark.parametrize("text", ["", "\n", "  \n\n"])
+def test_nvlink_status_of_gpus_without_nvlink_is_empty(text):
+    """PCIe GPUs: nvidia-smi nvlink -s prints nothing and exits 0 (canonical/checkbox pull 431)."""
+    assert nvidia_smi.parse_nvlink_status(text) == {}
+
+
+@pytest.mark.parametrize("line", ["\t NVML: Unable to retrieve NVLink information as all links are inActive",
+                                  "         NVML:Unable to retrieve Nvlink information as all links are inActive"])
+def test_nvlink_all_inactive_variants(line):
+    text = "GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-aaaa)\n" + line + "\nGPU 1: NVIDIA A100-SXM4-80GB (UUID: GPU-bbbb)\n" \
+        "\t Link 0: 25 GB/s\n"
+    status = nvidia_smi.parse_nvlink_status(text)
+    assert status[0]["all_inactive"] is True and status[0]["links"] == []
+    assert status[1]["all_inactive"] is False and len(status[1]["links"]) == 1
+
+
+def test_nvlink_all_inactive_without_its_gpu_is_not_read_as_no_nvlink():
+    with pytest.raises(NvidiaSmiParseError):
+        nvidia_smi.parse_nvlink_status("NVML: Unable to retrieve NVLink information as all links are inActive\n")
+
+
+def test_nvlink_inactive_in_a_gpu_name_is_not_all_inactive():
+    status = nvidia_smi.parse_nvlink_status("GPU 0: Inactive Test GPU (UUID: GPU-a)\n\t Link 0: 25 GB/s\n")
+    assert status[0]["all_inactive"] is False
+
+
+def test_nvlink_cut_off_name_is_not_trusted():
+    status = nvidia_smi.parse_nvlink_status("GPU 0: NVIDIA A100 (UUID: GPU-a)\n\t Link 0: 25 GB/s\nGPU 1: NVIDIA A1")
+    assert status[0]["name"] == "NVIDIA A100"
+    assert status[1]["name"] is None
+
+
+# topo -m
+
+def topo_lines(prefix):
+    return capture(prefix, "topo-m.txt").split("\n")
+
+
+def glue_header(text, first, second):
+    """The header with the space between two column names taken out, as nvidia-smi prints long names."""
+    lines = text.split("\n")
+    for number, line in enumerate(lines):
+        if line.split()[:1] == ["GPU0"] and "CPU" in line:
+            lines[number] = re.sub(r"%s\s+%s" % (first, second), first + second, line)
+            assert lines[number] != line
+            return "\n".join(lines)
+    raise AssertionError("no header")
+
+
+@pytest.mark.parametrize("prefix, first, second", [("05", "NIC6", "NIC7"), ("18", "mlx5_9", "mlx5_10"),
+                                                    ("27", "NIC3", "CPU")])
+def test_glued_nic_header_does_not_invent_a_nic(prefix, first, second):
+    path = next(FIXTURES.glob(prefix + "-*/topo-m.txt"))
+    glued = nvidia_smi.parse_topology(glue_header(read(path), first, second))
+    assert glued == nvidia_smi.parse_topology(read(path))
+    assert glued["nics"] == expected_for(path)["nics"]
+
+
+def test_glued_gpu_header_does_not_drop_a_gpu():
+    path = next(FIXTURES.glob("02-*/topo-m.txt"))
+    glued = nvidia_smi.parse_topology(glue_header(read(path), "GPU6", "GPU7"))
+    assert glued["gpus"] == ["GPU%d" % index for index in range(8)]
+    assert glued["matrix"] == expected_for(path)["nvlink_matrix"]
+    assert nvidia_smi.nvlink_summary(glued["matrix"])["all_to_all"] is True
+
+
+def test_glued_row_cells_are_split_when_unambiguous():
+    text = (
+        "\tGPU0\tGPU1\tGPU2\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+        "GPU0\t X \tNV2NV2\tPIX\t0-31\t0\t\tN/A\n"
+        "GPU1\tNV2\t X \tSYSSYS\t32-63\t1\t\tN/A\n"
+        "GPU2\tNV2\tSYS\t X \tSYS\t32-63\t1\t\tN/A\n"
+    )
+    topology = nvidia_smi.parse_topology(text)
+    assert topology["matrix"] == {"GPU0": {"GPU1": "NV2", "GPU2": "NV2"}, "GPU1": {"GPU0": "NV2", "GPU2": "SYS"},
+                                  "GPU2": {"GPU0": "NV2", "GPU1": "SYS"}}
+    assert topology["gpu_nic"] == {"GPU0": {"NIC0": "PIX"}, "GPU1": {"NIC0": "SYS"}, "GPU2": {"NIC0": "SYS"}}
+    assert topology["cpu_affinity"] == {"GPU0": "0-31", "GPU1": "32-63", "GPU2": "32-63"}
+
+
+def test_a_row_glued_into_its_affinity_is_unknown_not_shifted():
+    text = (
+        "\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\n"
+        "GPU0\t X \tNV2\tPIX0-31\t0\n"
+        "GPU1\tNV2\t X \tSYS\t32-63\t1\n"
+    )
+    topology = nvidia_smi.parse_topology(text)
+    assert topology["matrix"]["GPU0"] == {"GPU1": None}
+    assert topology["gpu_nic"]["GPU0"] == {"NIC0": None}
+    assert topology["cpu_affinity"]["GPU0"] is None
+    assert topology["matrix"]["GPU1"] == {"GPU0": "NV2"}
+    assert nvidia_smi.nvlink_summary(topology["matrix"])["pairs"] == 1
+
+
+def test_a_row_with_more_cells_than_columns_is_unknown():
+    """A header glue nothing can split ('ib0ib1') leaves one column for two cells: the row cannot be placed."""
+    text = "\tGPU0\tGPU1\tib0ib1\tCPU Affinity\nGPU0\t X \tNV4\tPIX\tSYS\t0-7\nGPU1\tNV4\t X \tSYS\tPIX\t8-15\n"
+    topology = nvidia_smi.parse_topology(text)
+    assert topology["matrix"] == {"GPU0": {"GPU1": None}, "GPU1": {"GPU0": None}}
+    assert nvidia_smi.nvlink_summary(topology["matrix"])["all_to_all"] is None
+
+
+def test_missing_rows_are_not_all_to_all():
+    path = next(FIXTURES.glob("02-*/topo-m.txt"))
+    lines = [line for line in read(path).split("\n") if not line.startswith("GPU7")]
+    topology = nvidia_smi.parse_topology("\n".join(lines))
+    assert topology["matrix"]["GPU0"]["GPU7"] == "NV12"  # GPU0's row still names it
+    assert topology["matrix"]["GPU7"]["GPU0"] is None
+    assert nvidia_smi.nvlink_summary(topology["matrix"])["all_to_all"] is True  # every pair known from one side
+    lines = [line for line in lines if not line.startswith(("GPU6", "GPU7"))]
+    summary = nvidia_smi.nvlink_summary(nvidia_smi.parse_topology("\n".join(lines))["matrix"])
+    assert summary["all_to_all"] is None  # GPU6-GPU7 is in neither remaining row
+    assert summary["complete"] is False
+    assert summary["pairs"] == 27
+
+
+def test_all_to_all_is_false_only_when_a_pair_is_known_not_to_be_nvlink():
+    matrix = {"GPU0": {"GPU1": "NV4", "GPU2": None}, "GPU1": {"GPU0": "NV4", "GPU2": "SYS"}, "GPU2": {}}
+    assert nvidia_smi.nvlink_summary(matrix)["all_to_all"] is False
+
+
+def test_a_cut_last_line_does_not_give_a_cut_value():
+    text = "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV12\t0-63\nGPU1\tNV12\t X \t64-12"
+    topology = nvidia_smi.parse_topology(text)
+    assert topology["cpu_affinity"] == {"GPU0": "0-63", "GPU1": None}
+    assert topology["matrix"]["GPU1"] == {"GPU0": "NV12"}
+    cut = nvidia_smi.parse_topology("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV12\t0-63\nGPU1\tNV1")
+    assert cut["matrix"]["GPU1"] == {"GPU0": None}
+
+
+# errors
+
+def test_unmatched_failure_gives_its_first_line_not_all_output():
+    stdout = "Some unexpected failure happened here\n" + "\n".join("line %d of noise" % number for number in range(500))
+    state, message = nvidia_smi.classify_error(stdout)
+    assert state == "error"
+    assert message == "Some unexpected failure happened here"
+    state, message = nvidia_smi.classify_error("=====\n\n" + "x" * 1000 + " word\n")
+    assert len(message) <= nvidia_smi.MESSAGE_LIMIT and message.endswith("...")
+
+
+def test_known_failure_inside_long_output_is_named_shortly():
+    xml = capture("31", "q-x.xml")
+    text = xml + "\nUnable to determine the device handle for GPU 0000:3b:00.0: GPU is lost.  Reboot the system to " \
+        "recover this GPU\n"
+    state, message = nvidia_smi.classify_error(text)
+    assert state == "gpu_lost"
+    assert message.startswith("Unable to determine the device handle for GPU 0000:3b:00.0: GPU is lost.")
+    assert len(message) <= nvidia_smi.MESSAGE_LIMIT
+
+
+def test_couldnt_communicate_stays_driver_not_loaded():
+    text = read(next(FIXTURES.glob("41-*/error.txt")))
+    assert nvidia_smi.classify_error(text)[0] == "driver_not_loaded"
+
+
+def test_lost_gpus_are_named_by_normalised_bus_id():
+    text = (
+        "Unable to determine the device handle for GPU 0000:3b:00.0: GPU is lost.  Reboot the system to recover "
+        "this GPU\nUnable to determine the device handle for GPU 00000000:07:00.0: GPU is lost.\n"
+        "Unable to determine the device handle for GPU 0000:3B:00.0: GPU is lost.\n"
+        "Unable to determine the device handle for GPU 0000:5E:00.0: Unknown Error\n"
+    )
+    assert nvidia_smi.lost_gpus(text) == ["00000000:07:00.0", "00000000:3B:00.0"]
+    assert nvidia_smi.lost_gpus(read(next(FIXTURES.glob("42-*/error.txt")))) == ["00000000:03:00.0"]
+    assert nvidia_smi.lost_gpus("No devices were found\n") == []
+    assert nvidia_smi.lost_gpus(None) == []
+
+
+@pytest.mark.parametrize("value, normalised", [
+    ("00000000:07:00.0", "00000000:07:00.0"), ("0000:3b:00.0", "00000000:3B:00.0"), ("3B:00.0", "00000000:3B:00.0"),
+    ("00000004:04:00.0", "00000004:04:00.0"), ("GPU-1", None), ("0000:3B:00.9", None), (None, None),
+])
+def test_normalise_bus_id(value, normalised):
+    assert nvidia_smi.normalise_bus_id(value) == normalised
