@@ -29,6 +29,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import ctypes
+import faulthandler
 import json
 import os
 import select
@@ -940,7 +941,8 @@ def _collect_initialised(nvml, result):
         return
     result["count"] = count.value
     if count.value == 0:
-        result.update(state="no_devices", message="NVML found no GPU (driver %s)" % result["driver_version"])
+        result.update(state="no_devices", message="NVML found no GPU%s" % (
+            " (driver %s)" % result["driver_version"] if result["driver_version"] else ""))
         return
     handles = {}
     links = {}
@@ -1035,6 +1037,10 @@ def _child(write_fd, library):
     """Runs in the forked child: the gather, then the result as one JSON line. Never returns."""
     status = 0
     try:
+        # A crash inside the library ends the child alone; a Python stack dump of the parent's frames would
+        # only be noise on the caller's stderr.
+        faulthandler.disable()
+
         def progress(name):
             _write_all(write_fd, ("C %s\n" % name).encode("ascii"))
         result = _collect(library, progress)

@@ -6,6 +6,13 @@ nvmlGpuTopologyLevel_t, nvmlGpuP2PStatus_t, nvmlIntNvLinkDeviceType_t, NVML_GPU_
 NVML_CUDA_DRIVER_VERSION_MAJOR/MINOR and nvmlReturn_t. Spellings follow real nvidia-smi output (topo -m
 captures in fixtures/nvidia-smi: "0-23,48-71" on an AWS p4d, "0,2,4,6,8,10" on interleaved CPUs).
 """
+import importlib.util
+import json
+import pathlib
+import shutil
+import subprocess
+import time
+
 import pytest
 
 from ansible_collections.gpufleet.node.plugins.module_utils import nvidia_smi
@@ -209,3 +216,456 @@ def test_topology_matrix_nvlink_first_then_pcie_levels_either_order():
 def test_functions_are_unique_nvml_symbols():
     assert len(set(nvml.FUNCTIONS)) == len(nvml.FUNCTIONS)
     assert all(name.startswith("nvml") for name in nvml.FUNCTIONS)
+
+
+# --- gather() against the fake libnvidia-ml.so.1 of the emulated GPUs -------------------------------------
+#
+# tests/emulator/fake_nvml/fake_nvml.c is built with gcc into a temporary directory; each test renders the
+# nvml.conf it reads from a hardware profile (tests/emulator/profiles) and planted faults with the emulator's
+# own renderer, so the values checked here are the profile's, read through the real NVML ABI.
+
+REPO = pathlib.Path(__file__).resolve().parents[4]
+EMULATOR = REPO / "tests" / "emulator"
+PROFILES = EMULATOR / "profiles"
+TIMEOUT = 5
+
+
+def _build(sources, output, *defines):
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("gcc is needed to build a stand-in libnvidia-ml.so.1")
+    subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-o", str(output)] + list(defines) + [str(path) for path in sources],
+                   check=True)
+    return str(output)
+
+
+@pytest.fixture(scope="module")
+def fake_library(tmp_path_factory):
+    sources = sorted((EMULATOR / "fake_nvml").glob("*.c"))
+    assert sources, "tests/emulator/fake_nvml holds no C source"
+    return _build(sources, tmp_path_factory.mktemp("fake-nvml") / "libnvidia-ml.so.1")
+
+
+@pytest.fixture(scope="module")
+def emulator():
+    spec = importlib.util.spec_from_file_location("gpufleet_emulator_profile", str(EMULATOR / "emulator_profile.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def run_fake(fake_library, emulator, tmp_path, monkeypatch):
+    """gather() on the fake library with a profile (a name, or a dict and its name) and faults."""
+    def run(name, faults=None, profile=None, timeout=TIMEOUT):
+        profile = profile if profile is not None else _profile(name)
+        conf = tmp_path / "nvml.conf"
+        conf.write_text(emulator.render_nvml_conf(profile, name, faults), encoding="utf-8")
+        monkeypatch.setenv("GPUFLEET_NVML_CONF", str(conf))
+        return nvml.gather(timeout, library=fake_library)
+    return run
+
+
+def _profile(name):
+    return json.loads((PROFILES / (name + ".json")).read_text(encoding="utf-8"))
+
+
+def _hardware_profiles():
+    names = sorted(path.stem for path in PROFILES.glob("*.json"))
+    found = [name for name in names if "bus_ids" in _profile(name)]
+    assert len(found) >= 3
+    return found
+
+
+def _expected_gpu(profile, index):
+    """The per-GPU values a profile defines, with the defaults of tests/emulator/profiles' contract."""
+    values = {"architecture": "Ampere", "compute_capability": "8.0", "temperature_c": 33, "power_draw_w": 60.0,
+              "compute_mode": "Default", "module_id": None, "fabric_state": None, "fabric_status": None}
+    values.update(profile["gpu"])
+    values.update(profile.get("per_gpu", {}).get(str(index), {}))
+    return values
+
+
+@pytest.mark.parametrize("name", _hardware_profiles())
+def test_gather_gives_each_profiles_values(run_fake, name):
+    profile = _profile(name)
+    result = run_fake(name)
+    assert result["state"] == "ok", result["message"]
+    assert result["nvml_return"] is None and result["lost"] == [] and result["errors"] == []
+    assert result["count"] == len(profile["bus_ids"])
+    assert result["driver_version"] == profile["driver_version"]
+    assert result["cuda_driver_version"] == profile["cuda_version"]
+    assert [device["index"] for device in result["devices"]] == list(range(len(profile["bus_ids"])))
+    for device, bus in zip(result["devices"], profile["bus_ids"]):
+        gpu = _expected_gpu(profile, device["index"])
+        assert device["pci_bus_id"] == "00000000:" + bus.upper()
+        assert device["name"] == gpu["name"]
+        assert device["memory_total_mib"] == gpu["memory_total_mib"]
+        assert device["power_limit_w"] == gpu["power_limit_w"]
+        assert device["power_draw_w"] == gpu["power_draw_w"]
+        assert device["vbios_version"] == gpu["vbios_version"]
+        assert device["architecture"] == gpu["architecture"]
+        assert device["compute_capability"] == gpu["compute_capability"]
+        assert device["temperature_c"] == gpu["temperature_c"]
+        assert device["compute_mode"] == gpu["compute_mode"]
+        assert device["module_id"] == gpu["module_id"]
+        assert device["minor_number"] == device["index"]
+        assert device["uuid"].startswith("GPU-")
+        assert device["pcie"] == {"gen_current": gpu["pcie_gen"], "gen_max": gpu["pcie_gen"],
+                                  "width_current": gpu["pcie_width"], "width_max": gpu["pcie_width"],
+                                  "replay_counter": 0}
+        assert device["fabric"] == {"state": gpu["fabric_state"], "status": gpu["fabric_status"]}
+        assert device["ecc_errors_uncorrected_volatile"] == 0
+        assert device["ecc_errors_uncorrected_aggregate"] == 0
+        assert device["ecc_errors_corrected_volatile"] == 0
+        assert device["remapped_rows"] == {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False}
+        assert device["retired_pages"]["pending"] is False
+        assert device["clock_event_reasons_active"] == []
+        assert device["reset_required"] is False and device["drain_and_reset_recommended"] is False
+        assert device["mig_mode"]["current"] is not True and device["mig_devices"] == []
+
+
+@pytest.mark.parametrize("name", _hardware_profiles())
+def test_gather_topology_equals_the_profiles_topo_m_capture(run_fake, name):
+    profile = _profile(name)
+    capture = nvidia_smi.parse_topology((PROFILES / profile["topology"]).read_text(encoding="utf-8"))
+    topology = run_fake(name)["topology"]
+    assert topology["gpus"] == capture["gpus"]
+    assert topology["matrix"] == capture["matrix"]
+    assert topology["cpu_affinity"] == capture["cpu_affinity"]
+    assert topology["numa_affinity"] == capture["numa_affinity"]
+    for label, value in capture["gpu_numa_id"].items():
+        if value is not None:  # a capture from a driver without the column says nothing
+            assert topology["gpu_numa_id"][label] == value
+    assert topology["nics"] is None and topology["gpu_nic"] is None
+    links = profile["nvlink"].get("links_per_gpu", 0)
+    if not links:
+        assert topology["nvlink"] == {}
+        return
+    switches = bool(profile.get("nvswitches"))
+    for label in capture["gpus"]:
+        entries = topology["nvlink"][label]
+        assert [entry["link"] for entry in entries] == list(range(links))
+        assert all(entry["active"] for entry in entries)
+        assert all(entry["speed_gbps"] == profile["nvlink"]["speed_gbps"] for entry in entries)
+        assert set(entry["remote_device_type"] for entry in entries) == {"switch" if switches else "gpu"}
+        peers = [other for other, relation in capture["matrix"][label].items() if relation.startswith("NV")]
+        assert all(topology["p2p"][label][peer] == "OK" for peer in peers)
+
+
+def test_gather_a_lost_gpu_is_named_and_left_out(run_fake):
+    result = run_fake("hgx-a100-8gpu", {"lost_gpus": [2]})
+    assert result["state"] == "gpu_lost"
+    assert result["nvml_return"] == "NVML_ERROR_GPU_IS_LOST"
+    assert result["count"] == 8
+    assert [device["index"] for device in result["devices"]] == [0, 1, 3, 4, 5, 6, 7]
+    assert [(entry["index"], entry["nvml_return"]) for entry in result["lost"]] == [(2, "NVML_ERROR_GPU_IS_LOST")]
+    assert "GPU2" not in result["topology"]["gpus"] and "GPU2" not in result["topology"]["matrix"]["GPU0"]
+    assert "GPU2" in result["message"]
+
+
+def test_gather_an_inactive_switch_link_narrows_its_gpus_row(run_fake):
+    topology = run_fake("hgx-a100-8gpu", {"inactive_links": [[0, 3]]})["topology"]
+    assert [entry["active"] for entry in topology["nvlink"]["GPU0"]].count(False) == 1
+    assert topology["nvlink"]["GPU0"][3]["active"] is False
+    assert topology["nvlink"]["GPU0"][3]["speed_gbps"] is None
+    assert set(topology["matrix"]["GPU0"].values()) == {"NV11"}
+    assert topology["matrix"]["GPU1"]["GPU0"] == "NV12"
+
+
+def test_gather_all_links_of_a_bridged_gpu_down(run_fake):
+    topology = run_fake("pairs-4gpu", {"all_links_inactive": [1]})["topology"]
+    assert [entry["active"] for entry in topology["nvlink"]["GPU1"]] == [False] * 4
+    assert not topology["matrix"]["GPU1"]["GPU0"].startswith("NV")
+    assert topology["matrix"]["GPU2"]["GPU3"] == "NV4"
+
+
+def test_gather_health_faults(run_fake):
+    fault = {
+        "ecc_dram_uncorrectable_volatile": 2, "ecc_sram_uncorrectable_volatile": 1,
+        "ecc_dram_uncorrectable_aggregate": 5, "ecc_sram_uncorrectable_aggregate": 4,
+        "ecc_dram_correctable_volatile": 7, "ecc_sram_correctable_volatile": 3,
+        "remapped_rows": {"correctable": 1, "uncorrectable": 2, "pending": True, "failure": False},
+        "retired_pages_pending": True, "reset_required": True, "drain_and_reset_recommended": True,
+        "clock_event_reasons": ["sw_power_cap", "hw_slowdown"], "temperature_c": 91, "power_draw_w": 612.5,
+        "compute_mode": "Exclusive_Process", "pcie_width_current": 8, "pcie_gen_current": 3, "pcie_replay_counter": 17,
+        "fabric_state": "In Progress", "fabric_status": None,
+    }
+    result = run_fake("hgx-h100-8gpu", {"gpus": {"3": fault}})
+    assert result["state"] == "ok"
+    device = result["devices"][3]
+    assert device["ecc_errors_uncorrected_volatile"] == 3
+    assert device["ecc_errors_uncorrected_aggregate"] == 9
+    assert device["ecc_errors_corrected_volatile"] == 10
+    assert device["remapped_rows"] == {"correctable": 1, "uncorrectable": 2, "pending": True, "failure": False}
+    assert device["retired_pages"]["pending"] is True
+    assert device["reset_required"] is True and device["drain_and_reset_recommended"] is True
+    assert device["clock_event_reasons_active"] == ["hw_slowdown", "sw_power_cap"]
+    assert device["temperature_c"] == 91 and device["power_draw_w"] == 612.5
+    assert device["compute_mode"] == "Exclusive_Process"
+    assert device["pcie"] == {"gen_current": 3, "gen_max": 5, "width_current": 8, "width_max": 16, "replay_counter": 17}
+    assert device["fabric"] == {"state": "In Progress", "status": None}
+    healthy = result["devices"][2]
+    assert healthy["ecc_errors_uncorrected_volatile"] == 0 and healthy["fabric"]["state"] == "Completed"
+
+
+def test_gather_unsupported_remapping_is_none(run_fake):
+    result = run_fake("pcie-4gpu", {"gpus": {"0": {"remapped_rows": None}}})
+    assert result["devices"][0]["remapped_rows"] is None
+    assert result["devices"][1]["remapped_rows"] is not None
+    assert "nvmlDeviceGetRemappedRows" in result["missing"]
+
+
+@pytest.mark.parametrize("name, state, code", [
+    ("mismatch", "driver_library_mismatch", "NVML_ERROR_LIB_RM_VERSION_MISMATCH"),
+    ("no-devices", "no_devices", None),
+])
+def test_gather_error_profiles(run_fake, name, state, code):
+    result = run_fake(name)
+    assert (result["state"], result["nvml_return"]) == (state, code)
+    assert result["devices"] == [] and result["topology"] is None
+    assert "\n" not in result["message"]
+
+
+def test_gather_driver_not_loaded(run_fake):
+    profile = {"error": {"text": "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+                                 "Make sure that the latest NVIDIA driver is installed and running.\n", "rc": 9}}
+    result = run_fake("not-loaded", profile=profile)
+    assert (result["state"], result["nvml_return"]) == ("driver_not_loaded", "NVML_ERROR_DRIVER_NOT_LOADED")
+
+
+def test_gather_a_hung_library_is_killed_at_the_timeout(run_fake):
+    started = time.monotonic()
+    result = run_fake("hung", timeout=1)
+    assert result["state"] == "timeout"
+    assert time.monotonic() - started < 2
+    assert "nvmlInit_v2" in result["message"]
+
+
+def test_gather_a_gpu_that_hangs_is_killed_at_the_timeout(run_fake):
+    started = time.monotonic()
+    result = run_fake("hgx-a100-8gpu", {"gpus": {"5": {"hang": True}}}, timeout=1)
+    assert result["state"] == "timeout" and result["devices"] == []
+    assert time.monotonic() - started < 2
+
+
+def test_gather_without_the_library():
+    result = nvml.gather(TIMEOUT, library="/nonexistent/libnvidia-ml.so.1")
+    assert result["state"] == "library_not_found" and result["devices"] == []
+    assert "/nonexistent/libnvidia-ml.so.1" in result["message"]
+
+
+# --- gather() against a small C stub of this file's own -----------------------------------------------------
+#
+# Cases the emulated profiles do not make: an older driver's library without some symbols, direct GPU-to-GPU
+# links with their speed field, a GPU lost in the middle of the gather, a call that hangs or crashes. The stub
+# answers by $STUB_SCENARIO; its signatures follow nvml.h like the module's.
+
+STUB_SOURCE = r"""
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+#include <unistd.h>
+typedef void *dev_t_;
+struct pci { char legacy[16]; unsigned domain, bus, device, id, sub; char busId[32]; };
+struct mem { unsigned long long total, free, used; };
+struct util { unsigned gpu, memory; };
+struct fabric { unsigned char uuid[16]; int status; unsigned clique; unsigned char state; };
+union val { double d; int si; unsigned ui; unsigned long ul; unsigned long long ull; long long sll; unsigned short us; };
+struct field { unsigned id, scope; long long ts, lat; int type; int ret; union val value; };
+static const char *scenario(void) { const char *s = getenv("STUB_SCENARIO"); return s ? s : "ok"; }
+static int is(const char *name) { return strcmp(scenario(), name) == 0; }
+static int gpus[4] = {0, 1, 2, 3};
+#define IDX(d) (*(int *)(d))
+int nvmlInit_v2(void) {
+    if (is("mismatch")) return 18;
+    if (is("notloaded")) return 9;
+    if (is("hang")) for (;;) sleep(1);
+    return 0;
+}
+int nvmlShutdown(void) { return 0; }
+const char *nvmlErrorString(int r) { return r == 18 ? "Driver/library version mismatch" : r == 15 ? "GPU is lost" : "Unknown Error"; }
+int nvmlSystemGetDriverVersion(char *b, unsigned n) { snprintf(b, n, "535.183.01"); return 0; }
+int nvmlSystemGetNVMLVersion(char *b, unsigned n) { snprintf(b, n, "12.535.183.01"); return 0; }
+int nvmlSystemGetCudaDriverVersion_v2(int *v) { *v = 12020; return 0; }
+int nvmlDeviceGetCount_v2(unsigned *c) { *c = is("nodev") ? 0 : is("lost") || is("lost_late") ? 3 : 2; return 0; }
+int nvmlDeviceGetHandleByIndex_v2(unsigned i, dev_t_ *d) {
+    if (is("lost") && i == 1) return 15;
+    *d = &gpus[i]; return 0;
+}
+int nvmlDeviceGetName(dev_t_ d, char *b, unsigned n) { snprintf(b, n, "NVIDIA A100-SXM4-80GB"); return 0; }
+int nvmlDeviceGetUUID(dev_t_ d, char *b, unsigned n) { snprintf(b, n, "GPU-0000000%d", IDX(d)); return 0; }
+int nvmlDeviceGetSerial(dev_t_ d, char *b, unsigned n) { return 3; }
+int nvmlDeviceGetPciInfo_v3(dev_t_ d, struct pci *p) {
+    memset(p, 0, sizeof *p); snprintf(p->busId, 32, "00000000:%02X:00.0", 7 + IDX(d)); p->bus = 7 + IDX(d); return 0;
+}
+int nvmlDeviceGetMinorNumber(dev_t_ d, unsigned *v) { *v = IDX(d); return 0; }
+#ifndef OLD_DRIVER
+int nvmlDeviceGetModuleId(dev_t_ d, unsigned *v) { *v = IDX(d) + 1; return 0; }
+int nvmlDeviceGetCurrentClocksEventReasons(dev_t_ d, unsigned long long *v) { *v = IDX(d) ? 0x4 | 0x1 : 0; return 0; }
+int nvmlDeviceGetGpuFabricInfo(dev_t_ d, struct fabric *f) { memset(f, 0, sizeof *f); f->state = IDX(d) ? 2 : 3; f->status = 0; return 0; }
+#endif
+int nvmlDeviceGetCurrentClocksThrottleReasons(dev_t_ d, unsigned long long *v) { *v = 0x40; return 0; }
+int nvmlDeviceGetArchitecture(dev_t_ d, unsigned *v) { *v = 7; return 0; }
+int nvmlDeviceGetCudaComputeCapability(dev_t_ d, int *a, int *b) { *a = 8; *b = 0; return 0; }
+int nvmlDeviceGetVbiosVersion(dev_t_ d, char *b, unsigned n) { snprintf(b, n, "92.00.45.00.05"); return 0; }
+int nvmlDeviceGetMemoryInfo(dev_t_ d, struct mem *m) { m->total = 85899345920ULL; m->used = 0; m->free = m->total; return 0; }
+int nvmlDeviceGetPersistenceMode(dev_t_ d, unsigned *v) { *v = 1; return 0; }
+int nvmlDeviceGetComputeMode(dev_t_ d, unsigned *v) { *v = IDX(d) ? 3 : 0; return 0; }
+int nvmlDeviceGetMigMode(dev_t_ d, unsigned *c, unsigned *p) { *c = 0; *p = IDX(d) == 1; return 0; }
+int nvmlDeviceGetEccMode(dev_t_ d, unsigned *c, unsigned *p) { *c = 1; *p = 1; return 0; }
+int nvmlDeviceGetTotalEccErrors(dev_t_ d, int type, int counter, unsigned long long *v) {
+    *v = IDX(d) == 1 ? (type == 1 ? (counter == 0 ? 3 : 7) : 11) : 0; return 0;
+}
+int nvmlDeviceGetMemoryErrorCounter(dev_t_ d, int type, int counter, int loc, unsigned long long *v) { *v = 99; return 0; }
+int nvmlDeviceGetRetiredPages(dev_t_ d, int cause, unsigned *count, unsigned long long *a) { return 3; }
+int nvmlDeviceGetRetiredPagesPendingStatus(dev_t_ d, unsigned *v) { return 3; }
+int nvmlDeviceGetRemappedRows(dev_t_ d, unsigned *c, unsigned *u, unsigned *p, unsigned *f) {
+    *c = 0; *u = IDX(d); *p = IDX(d) == 1; *f = 0; return 0;
+}
+int nvmlDeviceGetCurrPcieLinkGeneration(dev_t_ d, unsigned *v) { *v = 4; return 0; }
+int nvmlDeviceGetMaxPcieLinkGeneration(dev_t_ d, unsigned *v) { *v = 4; return 0; }
+int nvmlDeviceGetCurrPcieLinkWidth(dev_t_ d, unsigned *v) { *v = IDX(d) ? 8 : 16; return 0; }
+int nvmlDeviceGetMaxPcieLinkWidth(dev_t_ d, unsigned *v) { *v = 16; return 0; }
+int nvmlDeviceGetPcieReplayCounter(dev_t_ d, unsigned *v) { *v = 5; return 0; }
+int nvmlDeviceGetEnforcedPowerLimit(dev_t_ d, unsigned *v) { *v = 400000; return 0; }
+int nvmlDeviceGetPowerUsage(dev_t_ d, unsigned *v) { *v = 61250; return 0; }
+int nvmlDeviceGetTemperature(dev_t_ d, int sensor, unsigned *v) {
+    if (is("lost_late") && IDX(d) == 2) return 15;
+    if (is("hang_gpu") && IDX(d) == 1) for (;;) sleep(1);
+    if (is("crash") && IDX(d) == 1) abort();
+    *v = 30 + IDX(d); return 0;
+}
+int nvmlDeviceGetUtilizationRates(dev_t_ d, struct util *u) { u->gpu = 0; u->memory = 0; return 0; }
+int nvmlDeviceGetFieldValues(dev_t_ d, int n, struct field *f) {
+    for (int i = 0; i < n; i++) {
+        f[i].ret = 0; f[i].type = 1;
+        if (f[i].id == 226) f[i].value.ui = IDX(d) == 1;
+        else if (f[i].id == 227) f[i].ret = 3;
+        else if (f[i].id == 90) f[i].value.ui = 25000;
+        else f[i].ret = 3;
+    }
+    return 0;
+}
+int nvmlDeviceGetMaxMigDeviceCount(dev_t_ d, unsigned *v) { *v = 7; return 0; }
+int nvmlDeviceGetMigDeviceHandleByIndex(dev_t_ d, unsigned i, dev_t_ *m) { return 6; }
+int nvmlDeviceGetGpuInstanceId(dev_t_ d, unsigned *v) { return 3; }
+int nvmlDeviceGetComputeInstanceId(dev_t_ d, unsigned *v) { return 3; }
+int nvmlDeviceGetAttributes_v2(dev_t_ d, void *a) { return 3; }
+/* GPU0 and GPU1: two links to each other, GPU1's second link down; GPU2 (lost_late) none */
+int nvmlDeviceGetNvLinkState(dev_t_ d, unsigned link, unsigned *v) {
+    if (IDX(d) > 1 || link > 1) return 3;
+    *v = !(IDX(d) == 1 && link == 1); return 0;
+}
+int nvmlDeviceGetNvLinkRemotePciInfo_v2(dev_t_ d, unsigned link, struct pci *p) {
+    memset(p, 0, sizeof *p); snprintf(p->busId, 32, "00000000:%02X:00.0", 7 + (1 - IDX(d))); return 0;
+}
+int nvmlDeviceGetNvLinkRemoteDeviceType(dev_t_ d, unsigned link, int *v) { *v = 0; return 0; }
+int nvmlDeviceGetTopologyCommonAncestor(dev_t_ a, dev_t_ b, int *v) { *v = 50; return 0; }
+int nvmlDeviceGetP2PStatus(dev_t_ a, dev_t_ b, int idx, int *v) { *v = idx == 2 ? 0 : 5; return 0; }
+int nvmlDeviceGetCpuAffinity(dev_t_ d, unsigned n, unsigned long *s) {
+    memset(s, 0, n * sizeof *s); s[0] = IDX(d) ? 0xAAAAAAULL : 0xFFFFFFULL; return 0;
+}
+int nvmlDeviceGetMemoryAffinity(dev_t_ d, unsigned n, unsigned long *s, int scope) { memset(s, 0, n * sizeof *s); s[0] = 1UL << IDX(d); return 0; }
+int nvmlDeviceGetNumaNodeId(dev_t_ d, unsigned *v) { return 3; }
+"""
+
+
+@pytest.fixture(scope="module")
+def stub(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("nvml-stub")
+    source = directory / "stub.c"
+    source.write_text(STUB_SOURCE, encoding="utf-8")
+    return {"new": _build([source], directory / "libnvidia-ml.so.1"),
+            "old": _build([source], directory / "libold.so", "-DOLD_DRIVER")}
+
+
+def _stub_gather(stub, monkeypatch, scenario, version="new", timeout=TIMEOUT):
+    monkeypatch.setenv("STUB_SCENARIO", scenario)
+    return nvml.gather(timeout, library=stub[version])
+
+
+def test_stub_direct_links_affinity_and_health(stub, monkeypatch):
+    result = _stub_gather(stub, monkeypatch, "ok")
+    assert result["state"] == "ok" and result["count"] == 2
+    assert (result["driver_version"], result["nvml_version"], result["cuda_driver_version"]) == (
+        "535.183.01", "12.535.183.01", "12.2")
+    topology = result["topology"]
+    assert topology["matrix"] == {"GPU0": {"GPU1": "NV2"}, "GPU1": {"GPU0": "NV1"}}
+    assert [(entry["active"], entry["speed_gbps"], entry["remote_device_type"], entry["remote_pci_bus_id"])
+            for entry in topology["nvlink"]["GPU1"]] == [
+        (True, 25.0, "gpu", "00000000:07:00.0"), (False, None, "gpu", "00000000:07:00.0")]
+    assert topology["p2p"] == {"GPU0": {"GPU1": "OK"}, "GPU1": {"GPU0": "OK"}}
+    assert topology["cpu_affinity"] == {"GPU0": "0-23", "GPU1": "1,3,5,7,9,11,13,15,17,19,21,23"}
+    assert topology["numa_affinity"] == {"GPU0": "0", "GPU1": "1"}
+    assert topology["gpu_numa_id"] == {"GPU0": "N/A", "GPU1": "N/A"}
+    first, second = result["devices"]
+    assert (first["reset_required"], second["reset_required"]) == (False, True)
+    assert first["drain_and_reset_recommended"] is None
+    assert (second["ecc_errors_uncorrected_volatile"], second["ecc_errors_uncorrected_aggregate"],
+            second["ecc_errors_corrected_volatile"]) == (3, 7, 11)
+    assert first["serial"] is None and "nvmlDeviceGetSerial" in result["missing"]
+    assert first["retired_pages"] == {"single_bit_ecc": None, "double_bit_ecc": None, "pending": None}
+    assert second["mig_mode"] == {"current": False, "pending": True}
+    assert second["clock_event_reasons_active"] == ["gpu_idle", "sw_power_cap"]
+    assert second["fabric"] == {"state": "In Progress", "status": None}
+    assert first["fabric"] == {"state": "Completed", "status": "Success"}
+    assert (second["compute_mode"], second["pcie"]["width_current"], second["module_id"]) == ("Exclusive_Process", 8, 2)
+    assert result["absent"] == [] and result["errors"] == []
+    assert result["timings"]["init"] is not None and result["timings"]["total"] >= result["timings"]["gather"]
+
+
+def test_stub_older_driver_without_some_symbols(stub, monkeypatch):
+    result = _stub_gather(stub, monkeypatch, "ok", version="old")
+    assert result["state"] == "ok"
+    assert result["absent"] == ["nvmlDeviceGetGpuFabricInfo", "nvmlDeviceGetModuleId"]
+    assert set(result["absent"]) <= set(result["missing"])
+    assert "nvmlDeviceGetCurrentClocksEventReasons" not in result["missing"]
+    device = result["devices"][0]
+    assert device["module_id"] is None and device["fabric"] == {"state": None, "status": None}
+    assert device["clock_event_reasons_active"] == ["hw_thermal_slowdown"]  # the throttle call of older drivers
+
+
+@pytest.mark.parametrize("scenario, state, code", [
+    ("mismatch", "driver_library_mismatch", "NVML_ERROR_LIB_RM_VERSION_MISMATCH"),
+    ("notloaded", "driver_not_loaded", "NVML_ERROR_DRIVER_NOT_LOADED"),
+    ("nodev", "no_devices", None),
+])
+def test_stub_failing_states_from_return_codes(stub, monkeypatch, scenario, state, code):
+    result = _stub_gather(stub, monkeypatch, scenario)
+    assert (result["state"], result["nvml_return"], result["devices"]) == (state, code, [])
+    if code:
+        assert code in result["message"]
+
+
+def test_stub_a_handle_lost(stub, monkeypatch):
+    result = _stub_gather(stub, monkeypatch, "lost")
+    assert (result["state"], result["count"]) == ("gpu_lost", 3)
+    assert [device["index"] for device in result["devices"]] == [0, 2]
+    assert result["lost"] == [{"index": 1, "pci_bus_id": None, "nvml_return": "NVML_ERROR_GPU_IS_LOST",
+                               "call": "nvmlDeviceGetHandleByIndex_v2"}]
+    assert result["topology"]["matrix"] == {"GPU0": {"GPU2": "SYS"}, "GPU2": {"GPU0": "SYS"}}
+
+
+def test_stub_a_gpu_lost_during_the_gather(stub, monkeypatch):
+    result = _stub_gather(stub, monkeypatch, "lost_late")
+    assert result["state"] == "gpu_lost"
+    assert [device["index"] for device in result["devices"]] == [0, 1]
+    assert result["lost"] == [{"index": 2, "pci_bus_id": "00000000:09:00.0", "nvml_return": "NVML_ERROR_GPU_IS_LOST",
+                               "call": "nvmlDeviceGetTemperature"}]
+    assert "00000000:09:00.0" in result["message"]
+
+
+@pytest.mark.parametrize("scenario, call", [("hang", "nvmlInit_v2"), ("hang_gpu", "nvmlDeviceGetTemperature")])
+def test_stub_a_hung_call_is_killed(stub, monkeypatch, scenario, call):
+    started = time.monotonic()
+    result = _stub_gather(stub, monkeypatch, scenario, timeout=1)
+    assert result["state"] == "timeout" and result["devices"] == []
+    assert call in result["message"]
+    assert time.monotonic() - started < 2
+
+
+def test_stub_a_crashing_call_is_an_error_not_a_crash(stub, monkeypatch):
+    result = _stub_gather(stub, monkeypatch, "crash")
+    assert result["state"] == "error" and result["devices"] == []
+    assert "nvmlDeviceGetTemperature" in result["message"]
