@@ -354,3 +354,16 @@ def test_report_node_from_host_vars():
     assert entry["health"]["ok"] is False
     with pytest.raises(AnsibleFilterError):
         gpufleet_report_node({"inventory_hostname": "n1"})
+
+
+def test_the_documented_thresholds_are_the_defaults():
+    """The sidecar (ansible-doc) and docs/health-gates.md name every threshold with its default."""
+    import pathlib
+    import yaml
+    root = pathlib.Path(__file__).resolve().parents[4]
+    doc = yaml.safe_load((root / "plugins" / "filter" / "gpufleet_health_thresholds.yml").read_text())
+    assert doc["RETURN"]["_value"]["sample"] == gpufleet_health_thresholds()
+    guide = (root / "docs" / "health-gates.md").read_text()
+    for name, value in gpufleet_health_thresholds().items():
+        shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value).replace("'", "")
+        assert re.search(r"`gpufleet_health_%s` *\| *`%s`" % (name, re.escape(shown)), guide), name
