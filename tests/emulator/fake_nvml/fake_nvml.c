@@ -1265,6 +1265,8 @@ static void field_value(struct nvmlDevice_st *d, nvmlFieldValue_t *field)
     default:
         known = 0;
     }
+    if (!known)
+        field->value.ullVal = 0;
     field->nvmlReturn = known ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
 }
 
