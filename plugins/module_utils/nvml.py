@@ -133,11 +133,10 @@ RETURN_CODES = {
     999: "NVML_ERROR_UNKNOWN",
 }
 SUCCESS = 0
+ERROR_INVALID_ARGUMENT = 2
 ERROR_NOT_SUPPORTED = 3
-ERROR_NOT_FOUND = 6
 ERROR_INSUFFICIENT_SIZE = 7
 ERROR_GPU_IS_LOST = 15
-ERROR_FUNCTION_NOT_FOUND = 13
 
 # States gather() reports: nvidia_smi.ERROR_STATES plus two of its own. Kept literal here so that the
 # child process needs no other module_utils (tests/unit/.../test_nvml.py checks the two stay equal).
@@ -302,9 +301,11 @@ def cpu_list(words, bits_per_word=64):
         return None
     numbers = []
     for position, word in enumerate(words):
-        for bit in range(bits_per_word):
-            if word >> bit & 1:
-                numbers.append(position * bits_per_word + bit)
+        base = position * bits_per_word
+        while word:
+            lowest = word & -word
+            numbers.append(base + lowest.bit_length() - 1)
+            word ^= lowest
     if not numbers:
         return None
     runs = []
@@ -799,6 +800,8 @@ def _nvlinks(nvml, label, handle):
             return []
         if code == ERROR_GPU_IS_LOST:
             raise _DeviceLost("nvmlDeviceGetNvLinkState")
+        if code == ERROR_INVALID_ARGUMENT:
+            break  # past the links this library knows of
         if code != SUCCESS:
             continue
         active = state.value == _FEATURE_ENABLED
@@ -810,8 +813,8 @@ def _nvlinks(nvml, label, handle):
         else:
             known = nvml.raw("nvmlDeviceGetNvLinkRemoteDeviceType", handle, ctypes.c_uint(link), ctypes.byref(kind)) == SUCCESS
             info = _PciInfo()
-            remote_bus = _decode(info.busId) if nvml.raw("nvmlDeviceGetNvLinkRemotePciInfo_v2", handle, ctypes.c_uint(link),
-                                                          ctypes.byref(info)) == SUCCESS else None
+            code = nvml.raw("nvmlDeviceGetNvLinkRemotePciInfo_v2", handle, ctypes.c_uint(link), ctypes.byref(info))
+            remote_bus = _decode(info.busId) if code == SUCCESS else None
         remote_type = device_type_name(kind.value) if known else None
         links.append({
             "link": link,
