@@ -61,8 +61,10 @@ _RELATION = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|N/A)$")
 # One relation at the start of a glued token ("NV2NV2", "SYSSYS", "XNV12").
 _RELATION_PREFIX = re.compile(r"X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|N/A")
 # Where two header names ran into each other: before a label that begins after a digit ("GPU6GPU7",
-# "NIC7NIC8", "mlx5_1mlx5_2", "GPU7CPU") or after "Affinity" ("AffinityNUMA").
-_HEADER_GLUE = re.compile(r"(?:(?<=\d)|(?<=Affinity))(?=GPU|NIC\d|mlx\d|CPU|NUMA)")
+# "NIC7NIC8", "mlx5_1mlx5_2", "GPU7CPU") or after "Affinity" ("AffinityNUMA"), and between the words of the
+# affinity column names ("CPUAffinity", "GPUNUMAID").
+_HEADER_GLUE = re.compile(r"(?:(?<=\d)|(?<=Affinity))(?=GPU|NIC\d|mlx\d|CPU|NUMA)"
+                          r"|(?<=CPU)(?=Affinity)|(?<=NUMA)(?=Affinity|ID)|(?<=GPU)(?=NUMA)")
 # The affinity columns, as printed in the header; older drivers print fewer of them.
 _AFFINITY_COLUMNS = (
     ("cpu_affinity", ("CPU", "Affinity")),
