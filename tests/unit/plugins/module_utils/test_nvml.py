@@ -509,10 +509,12 @@ int nvmlDeviceGetCurrentClocksThrottleReasons(dev_t_ d, unsigned long long *v) {
 int nvmlDeviceGetArchitecture(dev_t_ d, unsigned *v) { *v = 7; return 0; }
 int nvmlDeviceGetCudaComputeCapability(dev_t_ d, int *a, int *b) { *a = 8; *b = 0; return 0; }
 int nvmlDeviceGetVbiosVersion(dev_t_ d, char *b, unsigned n) { snprintf(b, n, "92.00.45.00.05"); return 0; }
-int nvmlDeviceGetMemoryInfo(dev_t_ d, struct mem *m) { m->total = 85899345920ULL; m->used = 0; m->free = m->total; return 0; }
+int nvmlDeviceGetMemoryInfo(dev_t_ d, struct mem *m) {
+    m->total = IDX(d) >= 100 ? 9856ULL << 20 : 85899345920ULL; m->used = 0; m->free = m->total; return 0;
+}
 int nvmlDeviceGetPersistenceMode(dev_t_ d, unsigned *v) { *v = 1; return 0; }
 int nvmlDeviceGetComputeMode(dev_t_ d, unsigned *v) { *v = IDX(d) ? 3 : 0; return 0; }
-int nvmlDeviceGetMigMode(dev_t_ d, unsigned *c, unsigned *p) { *c = 0; *p = IDX(d) == 1; return 0; }
+int nvmlDeviceGetMigMode(dev_t_ d, unsigned *c, unsigned *p) { *c = is("mig") && IDX(d) == 0; *p = IDX(d) == 1; return 0; }
 int nvmlDeviceGetEccMode(dev_t_ d, unsigned *c, unsigned *p) { *c = 1; *p = 1; return 0; }
 int nvmlDeviceGetTotalEccErrors(dev_t_ d, int type, int counter, unsigned long long *v) {
     *v = IDX(d) == 1 ? (type == 1 ? (counter == 0 ? 3 : 7) : 11) : 0; return 0;
@@ -548,10 +550,17 @@ int nvmlDeviceGetFieldValues(dev_t_ d, int n, struct field *f) {
     return 0;
 }
 int nvmlDeviceGetMaxMigDeviceCount(dev_t_ d, unsigned *v) { *v = 7; return 0; }
-int nvmlDeviceGetMigDeviceHandleByIndex(dev_t_ d, unsigned i, dev_t_ *m) { return 6; }
-int nvmlDeviceGetGpuInstanceId(dev_t_ d, unsigned *v) { return 3; }
-int nvmlDeviceGetComputeInstanceId(dev_t_ d, unsigned *v) { return 3; }
-int nvmlDeviceGetAttributes_v2(dev_t_ d, void *a) { return 3; }
+/* MIG (scenario mig): GPU0 holds MIG devices in slots 0 and 2 */
+static int migs[7] = {100, 101, 102, 103, 104, 105, 106};
+int nvmlDeviceGetMigDeviceHandleByIndex(dev_t_ d, unsigned i, dev_t_ *m) {
+    if (!is("mig") || IDX(d) != 0 || (i != 0 && i != 2)) return 6;
+    *m = &migs[i]; return 0;
+}
+int nvmlDeviceGetGpuInstanceId(dev_t_ d, unsigned *v) { if (IDX(d) < 100) return 2; *v = IDX(d) == 100 ? 7 : 9; return 0; }
+int nvmlDeviceGetComputeInstanceId(dev_t_ d, unsigned *v) { if (IDX(d) < 100) return 2; *v = 0; return 0; }
+int nvmlDeviceGetAttributes_v2(dev_t_ d, unsigned *a) {
+    memset(a, 0, 8 * sizeof *a + 8); a[0] = IDX(d) >= 100 ? 14 : 108; return 0;
+}
 /* GPU0 and GPU1: two links to each other, GPU1's second link down; GPU2 (lost_late) none */
 int nvmlDeviceGetNvLinkState(dev_t_ d, unsigned link, unsigned *v) {
     if (IDX(d) > 1 || link > 1) return 3;
@@ -669,3 +678,12 @@ def test_stub_a_crashing_call_is_an_error_not_a_crash(stub, monkeypatch):
     result = _stub_gather(stub, monkeypatch, "crash")
     assert result["state"] == "error" and result["devices"] == []
     assert "nvmlDeviceGetTemperature" in result["message"]
+
+
+def test_stub_mig_devices(stub, monkeypatch):
+    device = _stub_gather(stub, monkeypatch, "mig")["devices"][0]
+    assert device["mig_mode"] == {"current": True, "pending": False}
+    assert device["mig_devices"] == [
+        {"index": 0, "gpu_instance_id": 7, "compute_instance_id": 0, "memory_total_mib": 9856, "multiprocessor_count": 14},
+        {"index": 1, "gpu_instance_id": 9, "compute_instance_id": 0, "memory_total_mib": 9856, "multiprocessor_count": 14},
+    ]
