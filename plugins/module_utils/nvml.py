@@ -556,6 +556,7 @@ class _Nvml:
         self.absent = set()
         self.errors = []
         self.progress = progress
+        self.device = None  # the GPU the calls are about, for the progress lines
         self._functions = {}
 
     def function(self, name):
@@ -577,7 +578,7 @@ class _Nvml:
             self.missing.add(name)
             return None
         if self.progress is not None:
-            self.progress(name)
+            self.progress(name if self.device is None else "%s on %s" % (name, self.device))
         return function(*args)
 
     def error_string(self, code):
@@ -952,6 +953,7 @@ def _collect_initialised(nvml, result):
     affinity = {"cpu_affinity": {}, "numa_affinity": {}, "gpu_numa_id": {}}
     for index in range(count.value):
         label = "GPU%d" % index
+        nvml.device = label
         handle = ctypes.c_void_p()
         code = nvml.raw("nvmlDeviceGetHandleByIndex_v2", ctypes.c_uint(index), ctypes.byref(handle))
         if code != SUCCESS:
@@ -980,6 +982,7 @@ def _collect_initialised(nvml, result):
         for key, value in zip(("cpu_affinity", "numa_affinity", "gpu_numa_id"), values):
             affinity[key][label] = value
         result["utilization"][label] = utilization
+    nvml.device = None
     labels = ["GPU%d" % device["index"] for device in result["devices"]]
     levels, p2p = _pairs(nvml, handles)
     bus_ids = dict(("GPU%d" % device["index"], device["pci_bus_id"]) for device in result["devices"])

@@ -446,6 +446,7 @@ def test_gather_a_gpu_that_hangs_is_killed_at_the_timeout(run_fake):
     started = time.monotonic()
     result = run_fake("hgx-a100-8gpu", {"gpus": {"5": {"hang": True}}}, timeout=1)
     assert result["state"] == "timeout" and result["devices"] == []
+    assert " on GPU5)" in result["message"]
     assert time.monotonic() - started < 2
 
 
@@ -665,7 +666,7 @@ def test_stub_a_gpu_lost_during_the_gather(stub, monkeypatch):
     assert "00000000:09:00.0" in result["message"]
 
 
-@pytest.mark.parametrize("scenario, call", [("hang", "nvmlInit_v2"), ("hang_gpu", "nvmlDeviceGetTemperature")])
+@pytest.mark.parametrize("scenario, call", [("hang", "nvmlInit_v2"), ("hang_gpu", "nvmlDeviceGetTemperature on GPU1")])
 def test_stub_a_hung_call_is_killed(stub, monkeypatch, scenario, call):
     started = time.monotonic()
     result = _stub_gather(stub, monkeypatch, scenario, timeout=1)
@@ -677,7 +678,7 @@ def test_stub_a_hung_call_is_killed(stub, monkeypatch, scenario, call):
 def test_stub_a_crashing_call_is_an_error_not_a_crash(stub, monkeypatch):
     result = _stub_gather(stub, monkeypatch, "crash")
     assert result["state"] == "error" and result["devices"] == []
-    assert "nvmlDeviceGetTemperature" in result["message"]
+    assert "nvmlDeviceGetTemperature on GPU1" in result["message"]
 
 
 def test_stub_mig_devices(stub, monkeypatch):
