@@ -13,7 +13,8 @@ Interface:
 * ``FUNCTIONS``: every NVML symbol this module may call (a stand-in library must export each one)
 * pure conversions, tested directly: ``return_code_name``, ``state_for_return``, ``clock_event_reason_names``,
   ``cpu_list``, ``relation_for_level``, ``nvlink_relations``, ``topology_matrix``, ``architecture_name``,
-  ``compute_mode_name``, ``cuda_version_string``, ``fabric_names``, ``p2p_status_name``, ``device_type_name``
+  ``compute_mode_name``, ``cuda_version_string``, ``fabric_names``, ``reset_status``, ``p2p_status_name``,
+  ``device_type_name``, ``mib``, ``watts``
 
 Every structure layout, enum value, constant and return code below is taken from NVIDIA's ``nvml.h`` as
 published in github.com/NVIDIA/go-nvml, file ``gen/nvml/nvml.h`` (NVML_API_VERSION 13, commit
@@ -198,6 +199,12 @@ FI_DEV_NVLINK_SPEED_MBPS_COMMON = 90
 FI_DEV_NVLINK_GET_SPEED = 164
 FI_DEV_RESET_STATUS = 226
 FI_DEV_DRAIN_AND_RESET_STATUS = 227
+FI_DEV_GET_GPU_RECOVERY_ACTION = 230
+
+# nvmlDeviceGpuRecoveryAction_t -> (reset required, drain and reset recommended) where the action says so for
+# sure: NONE (0) neither, GPU_RESET (1) a reset, DRAIN_AND_RESET (4) both. NODE_REBOOT, DRAIN_P2P and
+# RECOVER_IMEX_DOMAIN do not answer the two questions: None.
+_RECOVERY_ACTIONS = {0: (False, False), 1: (True, None), 4: (True, True)}
 
 # nvmlValueType_t -> the member of nvmlValue_t that holds the value.
 _VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
@@ -365,6 +372,16 @@ def fabric_names(state, status, status_text=None):
     if status == SUCCESS:
         return {"state": name, "status": "Success"}
     return {"state": name, "status": status_text or return_code_name(status)}
+
+
+def reset_status(reset_required, drain_and_reset, recovery_action):
+    """(reset_required, drain_and_reset_recommended) as bools or None, from the field values NVML_FI_DEV_RESET_STATUS
+    and NVML_FI_DEV_DRAIN_AND_RESET_STATUS (what nvidia-smi prints under gpu_reset_status); where neither is
+    readable (nvml.h deprecates them), from NVML_FI_DEV_GET_GPU_RECOVERY_ACTION."""
+    if reset_required is not None or drain_and_reset is not None:
+        return (None if reset_required is None else bool(reset_required),
+                None if drain_and_reset is None else bool(drain_and_reset))
+    return _RECOVERY_ACTIONS.get(recovery_action, (None, None))
 
 
 def nvlink_relations(links, bus_ids):
@@ -742,9 +759,9 @@ def _device(nvml, index, handle):
     ecc_mode = {"current": None, "pending": None}
     if nvml.call("nvmlDeviceGetEccMode", label, handle, ctypes.byref(ecc_current), ctypes.byref(ecc_pending)):
         ecc_mode = {"current": ecc_current.value == _FEATURE_ENABLED, "pending": ecc_pending.value == _FEATURE_ENABLED}
-    reset = nvml.fields(label, handle, [(FI_DEV_RESET_STATUS, 0), (FI_DEV_DRAIN_AND_RESET_STATUS, 0)])
-    reset_required = reset[(FI_DEV_RESET_STATUS, 0)]
-    drain = reset[(FI_DEV_DRAIN_AND_RESET_STATUS, 0)]
+    reset_fields = (FI_DEV_RESET_STATUS, FI_DEV_DRAIN_AND_RESET_STATUS, FI_DEV_GET_GPU_RECOVERY_ACTION)
+    values = nvml.fields(label, handle, [(field, 0) for field in reset_fields])
+    reset_required, drain = reset_status(*[values[(field, 0)] for field in reset_fields])
     device = {
         "index": index,
         "name": nvml.text("nvmlDeviceGetName", label, _NAME_SIZE, handle),
@@ -771,8 +788,8 @@ def _device(nvml, index, handle):
             "pending": nvml.enabled("nvmlDeviceGetRetiredPagesPendingStatus", label, handle),
         },
         "remapped_rows": _remapped_rows(nvml, label, handle),
-        "reset_required": None if reset_required is None else bool(reset_required),
-        "drain_and_reset_recommended": None if drain is None else bool(drain),
+        "reset_required": reset_required,
+        "drain_and_reset_recommended": drain,
         "pcie": {
             "gen_current": nvml.uint("nvmlDeviceGetCurrPcieLinkGeneration", label, handle),
             "gen_max": nvml.uint("nvmlDeviceGetMaxPcieLinkGeneration", label, handle),

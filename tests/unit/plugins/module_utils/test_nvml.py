@@ -688,3 +688,18 @@ def test_stub_mig_devices(stub, monkeypatch):
         {"index": 0, "gpu_instance_id": 7, "compute_instance_id": 0, "memory_total_mib": 9856, "multiprocessor_count": 14},
         {"index": 1, "gpu_instance_id": 9, "compute_instance_id": 0, "memory_total_mib": 9856, "multiprocessor_count": 14},
     ]
+
+
+@pytest.mark.parametrize("fields, expected", [
+    ((0, 0, None), (False, False)),
+    ((1, 0, 0), (True, False)),
+    ((None, 1, None), (None, True)),
+    ((None, None, 0), (False, False)),
+    ((None, None, 1), (True, None)),
+    ((None, None, 4), (True, True)),
+    ((None, None, 2), (None, None)),
+    ((None, None, 3), (None, None)),
+    ((None, None, None), (None, None)),
+])
+def test_reset_status(fields, expected):
+    assert nvml.reset_status(*fields) == expected
