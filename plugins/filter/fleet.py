@@ -103,15 +103,17 @@ def gpufleet_health_thresholds(overrides=None):
 def _idle(device):
     """True (idle), False (busy) or None (unknown) for one GPU.
 
-    Utilisation where the facts carry it (``utilization_gpu_pct``); otherwise the clock event reasons: ``gpu_idle``
-    active means idle, reported without it means busy, not reported means unknown."""
+    The utilisation where the facts carry it (``utilization_gpu_pct``: 0 is idle, more is busy); otherwise only
+    ``gpu_idle`` among the active clock event reasons tells (idle). Its absence does not mean busy: real idle GPUs
+    in P8 report no ``gpu_idle`` (an RTX 3090 on 590 with only ``sw_power_cap`` active, telegraf's testdata
+    3090-v13.xml), so the load is then unknown."""
     utilisation = device.get("utilization_gpu_pct")
     if isinstance(utilisation, (int, float)) and not isinstance(utilisation, bool):
         return utilisation == 0
     reasons = device.get("clock_event_reasons_active")
-    if not isinstance(reasons, list):
-        return None
-    return "gpu_idle" in reasons
+    if isinstance(reasons, list) and "gpu_idle" in reasons:
+        return True
+    return None
 
 
 def _known_int(value):
@@ -284,8 +286,12 @@ def gpufleet_node_health(gpu, probes=None, thresholds=None):
     topology = gpu.get("topology") or {}
     _check_count(gpu, limits, out)
     _check_nvlink(topology, limits, out)
+    utilisation = gpu.get("utilization") or {}
     for device in gpu.get("devices") or []:
         label = "GPU%s" % device.get("index")
+        if device.get("utilization_gpu_pct") is None and isinstance(utilisation.get(label), dict):
+            # the NVML backend's node-level utilisation ({"GPU0": {"gpu_pct": 0, ...}}), where the facts carry it
+            device = dict(device, utilization_gpu_pct=utilisation[label].get("gpu_pct"))
         if device.get("persistence_mode") is False and probes.get("persistence_expected", True):
             out.failures.append("%s: persistence mode off" % label)
         _check_memory(device, label, limits, out)

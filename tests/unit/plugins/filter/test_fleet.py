@@ -81,7 +81,7 @@ GATES = [
     ({"pcie": {"gen_current": 4, "gen_max": 4, "width_current": 8, "width_max": 16}}, "GPU1: PCIe x8 of x16",
      {"pcie": {"gen_current": 4, "gen_max": 4, "width_current": None, "width_max": 16}}, "PCIe link width not reported (GPU1)",
      {"gpufleet_health_require_pcie_width_max": False}),
-    ({"pcie": {"gen_current": 3, "gen_max": 4, "width_current": 16, "width_max": 16}, "clock_event_reasons_active": []},
+    ({"pcie": {"gen_current": 3, "gen_max": 4, "width_current": 16, "width_max": 16}, "utilization_gpu_pct": 87},
      "GPU1: PCIe gen 3 of 4 while busy",
      {"pcie": {"gen_current": None, "gen_max": 4, "width_current": 16, "width_max": 16}}, "PCIe link generation not reported (GPU1)",
      {"gpufleet_health_require_pcie_gen_max": False}),
@@ -137,16 +137,32 @@ def test_a_counted_inactive_link_without_the_list_still_fails():
 
 
 def test_slowdown_while_busy_or_of_unknown_load_is_a_warning():
-    busy = with_device({"clock_event_reasons_active": ["hw_slowdown", "sw_power_cap"]})
+    busy = with_device({"clock_event_reasons_active": ["hw_slowdown", "sw_power_cap"], "utilization_gpu_pct": 98})
     assert gpufleet_node_health(busy) == {"failures": [], "warnings": ["GPU1: hw_slowdown while busy"]}
+    # no gpu_idle and no utilisation: the load is unknown (real idle GPUs in P8 may lack gpu_idle)
+    unknown = with_device({"clock_event_reasons_active": ["hw_slowdown", "sw_power_cap"]})
+    assert gpufleet_node_health(unknown) == {"failures": [], "warnings": ["GPU1: hw_slowdown while its load is unknown"]}
     # utilisation, where the facts carry it, decides over the gpu_idle reason
     idle = with_device({"clock_event_reasons_active": ["hw_slowdown"], "utilization_gpu_pct": 0})
     assert gpufleet_node_health(idle)["failures"] == ["GPU1: hw_slowdown while idle"]
+    loaded = with_device({"clock_event_reasons_active": ["gpu_idle", "hw_slowdown"], "utilization_gpu_pct": 40})
+    assert gpufleet_node_health(loaded)["failures"] == []
+    # or the node-level utilisation of the NVML backend
+    nvml = with_device({"clock_event_reasons_active": ["hw_slowdown"]})
+    nvml["utilization"] = {"GPU1": {"gpu_pct": 0, "memory_pct": 0}}
+    assert gpufleet_node_health(nvml)["failures"] == ["GPU1: hw_slowdown while idle"]
     # sw_power_cap is not watched by default; it can be
     capped = with_device({"clock_event_reasons_active": ["gpu_idle", "sw_power_cap"]})
     assert gpufleet_node_health(capped)["failures"] == []
     watched = {"slowdown_reasons_when_idle": "sw_power_cap, hw_slowdown"}
     assert gpufleet_node_health(capped, {}, watched)["failures"] == ["GPU1: sw_power_cap while idle"]
+
+
+def test_pcie_gen_below_max_of_unknown_load_is_only_a_warning():
+    """An idle RTX 3090 (P8, 0 %) reports only sw_power_cap and runs its link at gen 1 of 4 (telegraf testdata)."""
+    gpu = with_device({"pcie": {"gen_current": 1, "gen_max": 4, "width_current": 16, "width_max": 16},
+                       "clock_event_reasons_active": ["sw_power_cap"]})
+    assert gpufleet_node_health(gpu) == {"failures": [], "warnings": ["GPU1: PCIe gen 1 of 4 (normal when idle)"]}
 
 
 def test_pcie_gen_below_max_while_idle_is_only_a_warning():
@@ -367,3 +383,24 @@ def test_the_documented_thresholds_are_the_defaults():
     for name, value in gpufleet_health_thresholds().items():
         shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value).replace("'", "")
         assert re.search(r"`gpufleet_health_%s` *\| *`%s`" % (name, re.escape(shown)), guide), name
+
+
+@pytest.mark.parametrize("capture, failures", [
+    ("61-a10g-", ["GPU0: PCIe x8 of x16"]),       # an AWS A10G: x8 of x16 (the platform's wiring), idle at gen 1
+    ("64-rtx-3060-", []),
+    ("65-dual-rtx-a5000-", []),
+    ("66-rtx-3090-", []),                          # idle at gen 1 of 4 with only sw_power_cap active: no failure
+])
+def test_real_captures_of_idle_gpus(capture, failures):
+    """The gates over real ``nvidia-smi -q -x`` captures (tests/unit/plugins/module_utils/fixtures/nvidia-smi, each
+    with its SOURCE): idle GPUs in good order fail nothing but what they really show."""
+    import pathlib
+    from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import parse_query_xml
+    fixtures = pathlib.Path(__file__).resolve().parents[2] / "plugins" / "module_utils" / "fixtures" / "nvidia-smi"
+    (path,) = list(fixtures.glob(capture + "*/q-x.xml"))
+    query = parse_query_xml(path.read_text(errors="replace"))
+    gpu = {"state": "ok", "count": len(query["gpus"]), "attached_gpus": query["attached_gpus"],
+           "pci": {"nvidia_gpus": len(query["gpus"])}, "devices": query["gpus"], "topology": {}}
+    health = gpufleet_node_health(gpu, {"persistence_expected": False})      # workstations and cloud VMs
+    assert health["failures"] == failures
+    assert not [warning for warning in health["warnings"] if "while busy" in warning]
