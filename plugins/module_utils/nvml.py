@@ -246,10 +246,10 @@ COMPUTE_MODES = {
 
 # nvmlGpuTopologyLevel_t -> the relation `nvidia-smi topo -m` prints (its legend: PIX at most a single PCIe
 # bridge, PXB multiple bridges without the host bridge, PHB through a host bridge, NODE between host bridges
-# of one NUMA node, SYS across the SMP interconnect). NVML_TOPOLOGY_INTERNAL (two GPUs on one board) has no
-# documented topo -m spelling here: None.
+# of one NUMA node, SYS across the SMP interconnect). NVML_TOPOLOGY_INTERNAL is, in nvidia-smi's manual (topo -n
+# path 0), "a single PCIe switch on a dual GPU board (e.g. Tesla K80)": at most a single bridge, PIX.
 TOPOLOGY_LEVELS = {
-    0: None,
+    0: "PIX",
     10: "PIX",
     20: "PXB",
     30: "PHB",
@@ -327,7 +327,7 @@ def cpu_list(words, bits_per_word=64):
 
 
 def relation_for_level(level):
-    """nvmlGpuTopologyLevel_t -> PIX/PXB/PHB/NODE/SYS, or None where topo -m's spelling is not known."""
+    """nvmlGpuTopologyLevel_t -> PIX/PXB/PHB/NODE/SYS; None for a level nvml.h does not define."""
     return TOPOLOGY_LEVELS.get(level)
 
 

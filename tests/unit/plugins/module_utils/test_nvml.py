@@ -4,7 +4,10 @@ Values the conversions rely on come from NVIDIA's nvml.h as published in github.
 gen/nvml/nvml.h (NVML_API_VERSION 13): nvmlClocksEventReason* bits, NVML_DEVICE_ARCH_*, nvmlComputeMode_t,
 nvmlGpuTopologyLevel_t, nvmlGpuP2PStatus_t, nvmlIntNvLinkDeviceType_t, NVML_GPU_FABRIC_STATE_*,
 NVML_CUDA_DRIVER_VERSION_MAJOR/MINOR and nvmlReturn_t. Spellings follow real nvidia-smi output (topo -m
-captures in fixtures/nvidia-smi: "0-23,48-71" on an AWS p4d, "0,2,4,6,8,10" on interleaved CPUs).
+captures in fixtures/nvidia-smi: "0-23,48-71" on an AWS p4d, "0,2,4,6,8,10" on interleaved CPUs; -q -x's
+product_architecture "Ada Lovelace"; -q's fabric "In Progress" with status N/A while the fabric manager has not
+finished). NVML_TOPOLOGY_INTERNAL is PIX: nvidia-smi's own help for ``topo -n`` names path 0 "a single PCIe
+switch on a dual GPU board", which topo -m's legend calls PIX (at most a single PCIe bridge).
 """
 import importlib.util
 import json
@@ -101,7 +104,7 @@ def test_cpu_list_across_words_as_an_aws_p4d_prints_it():
 
 
 @pytest.mark.parametrize("level, relation", [
-    (10, "PIX"), (20, "PXB"), (30, "PHB"), (40, "NODE"), (50, "SYS"), (0, None), (35, None), (None, None),
+    (10, "PIX"), (20, "PXB"), (30, "PHB"), (40, "NODE"), (50, "SYS"), (0, "PIX"), (35, None), (None, None),
 ])
 def test_relation_for_level(level, relation):
     assert nvml.relation_for_level(level) == relation
