@@ -389,7 +389,8 @@ def nvlink_relations(links, bus_ids):
 
     links: {gpu label: [link dicts with active, remote_pci_bus_id, remote_device_type]}; bus_ids: {gpu
     label: its PCI bus id}. Returns {label: {other label: n}} for every pair with n > 0. A link to another
-    GPU counts for that GPU (matched by PCI bus id, case- and domain-width-insensitive). Where a GPU's
+    GPU counts for that GPU (matched by PCI bus id, case- and domain-width-insensitive; also where the remote
+    type is unknown because the library could not say, as the bus id is the GPU's). Where a GPU's
     links go to NVSwitches, every other GPU that also reaches a switch is at the number of the row GPU's
     active switch links, as topo -m prints NV12 on an 8x A100 HGX board.
     """
@@ -403,7 +404,7 @@ def nvlink_relations(links, bus_ids):
             kind = entry.get("remote_device_type")
             if kind == "switch":
                 switch_links[label] = switch_links.get(label, 0) + 1
-            elif kind == "gpu":
+            elif kind in ("gpu", None):  # None: a library without the type call; the bus id alone is sure
                 peer = by_bus.get(_bus_key(entry.get("remote_pci_bus_id")))
                 if peer is not None and peer != label:
                     row = direct.setdefault(label, {})

@@ -200,6 +200,12 @@ def test_a_link_to_an_unknown_device_or_bus_counts_for_no_gpu():
     assert nvml.nvlink_relations(links, bus_ids) == {}
 
 
+def test_a_link_of_unknown_type_to_a_gpus_bus_id_counts_for_that_gpu():
+    bus_ids = {"GPU0": "00000000:1B:00.0", "GPU1": "00000000:1C:00.0"}
+    links = {"GPU0": [_link(0, None, "00000000:1C:00.0"), _link(1, None, "00000000:10:00.0")]}
+    assert nvml.nvlink_relations(links, bus_ids) == {"GPU0": {"GPU1": 1}}
+
+
 def test_a_gpu_alone_on_the_switches_is_joined_to_no_one():
     links = {"GPU0": [_link(0, "switch")], "GPU1": [_link(0, "switch", active=False)]}
     assert nvml.nvlink_relations(links, {"GPU0": "0000:01:00.0", "GPU1": "0000:02:00.0"}) == {}
