@@ -429,6 +429,7 @@ def gpufleet_topology_svg(gpu, title=""):
             switch_y = y + pad
             y += switch_h + 3 * pad
         above = switch and number < split
+        below = switch and not above     # its title goes at the bottom, clear of the links to the switch
         group_nics = []
         for name in members:
             for nic in nearest.get(name, ([], None))[0]:
@@ -436,7 +437,7 @@ def gpufleet_topology_svg(gpu, title=""):
                     group_nics.append(nic)
         rows = int(math.ceil(len(members) / float(per_row)))
         top = y
-        y += head
+        y += 0 if below else head
         if group_nics and above:
             nic_y = y + nic_row / 2
             y += nic_row
@@ -448,7 +449,8 @@ def gpufleet_topology_svg(gpu, title=""):
             y += nic_row
         for i, nic in enumerate(group_nics):
             nic_points[nic] = (pad + inner + cell / 2 + (i % per_row) * cell, nic_y)
-        boxes.append((label, top, y - top + inner))
+        y += head if below else 0
+        boxes.append((label, top, y - top + inner, below))
         y += inner + pad
     if switch and switch_y is None:
         switch_y = y + pad
@@ -464,11 +466,11 @@ def gpufleet_topology_svg(gpu, title=""):
     if not gpus:
         parts.append('<text x="%d" y="%d" text-anchor="middle" class="empty" fill="%s">%s</text>'
                      % (width / 2, pad + 20, COLOURS["bad"], _escape(gpu.get("state", "no GPUs"))))
-    for label, top, box_h in boxes:
+    for label, top, box_h, below in boxes:
         parts.append('<g class="numa" data-label="%s"><rect x="%d" y="%d" width="%d" height="%d" rx="6" fill="%s" '
                      'stroke="%s" stroke-dasharray="4 3"/><text x="%d" y="%d" class="numa-label" fill="%s">%s</text></g>'
                      % (_escape(label), pad, top, width - 2 * pad, box_h, COLOURS["numa"], COLOURS["muted"], pad + 6,
-                        top + 14, COLOURS["muted"], _escape(label)))
+                        top + box_h - 8 if below else top + 14, COLOURS["muted"], _escape(label)))
     if switch:
         count = (gpu.get("pci") or {}).get("nvswitches")
         parts.append('<g class="switch" data-switches="%s"><rect x="%d" y="%d" width="%d" height="%d" rx="4" fill="%s"/>'
