@@ -677,3 +677,14 @@ def test_lost_gpus_are_named_by_normalised_bus_id():
 ])
 def test_normalise_bus_id(value, normalised):
     assert nvidia_smi.normalise_bus_id(value) == normalised
+
+
+def test_clock_event_reason_names_from_an_nvml_mask():
+    """Bits of nvml.h (NVIDIA/go-nvml gen/nvml/nvml.h): SwPowerCap 0x4, HwThermalSlowdown 0x40, GpuIdle 0x1."""
+    assert nvidia_smi.clock_event_reason_names(0) == []
+    assert nvidia_smi.clock_event_reason_names(0x44) == ["hw_thermal_slowdown", "sw_power_cap"]
+    assert nvidia_smi.clock_event_reason_names(0x1 | 0x100 | 0x400) == ["0x400", "display_clocks_setting", "gpu_idle"]
+    assert nvidia_smi.clock_event_reason_names(None) is None
+    # Every name is one -q -x prints (the real 535 capture lists all nine).
+    printed = re.findall(r"<clocks_event_reason_([a-z_]+)>", capture("31", "q-x.xml"))
+    assert sorted(printed) == sorted(name for _bit, name in nvidia_smi.CLOCK_EVENT_REASON_BITS)
