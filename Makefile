@@ -5,7 +5,7 @@ TOOLS := tools
 SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard extensions/molecule/*/molecule.yml))))
 
 .PHONY: help test demo bench bench-env lint yamllint ansible-lint sanity unit molecule build-check clean \
-        host-deps venv collections dockerd image mirror wheelhouse
+        host-deps venv collections dockerd image mirror wheelhouse fake-nvml
 
 help:
 	@echo "make test    every check: yamllint, ansible-lint, ansible-test sanity, unit tests, Molecule ($(SCENARIOS))"
@@ -27,7 +27,9 @@ mirror: host-deps
 	@$(TOOLS)/mirror.sh
 wheelhouse: venv
 	@$(TOOLS)/wheelhouse.sh
-bench-env: venv collections image mirror wheelhouse
+fake-nvml: host-deps
+	@$(TOOLS)/fake-nvml.sh
+bench-env: venv collections image mirror wheelhouse fake-nvml
 
 # Every check: lint sanity unit build-check molecule, with bench-env built in the background (tools/test.sh).
 test:

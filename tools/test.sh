@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make test`: every check, in the order of the Makefile's test stages, with the bench (the node images, the
-# stand-in mirror, the wheelhouse) built in the background while the static checks and unit tests run: a cold
+# stand-in mirror, the wheelhouse, the fake NVML library) built in the background while the static checks and unit tests run: a cold
 # bench is minutes of debootstrap, dpkg and downloads, mostly waiting, so it overlaps with them. The bench's
 # output is printed whole once it is ready.
 source "$(dirname "$0")/lib.sh"
@@ -10,8 +10,8 @@ make -s host-deps venv collections dockerd
 
 bench_log="$CACHE/bench-env.log"
 mkdir -p "$CACHE"
-stage "Building the bench in the background (node images, stand-in mirror, wheelhouse): $bench_log"
-setsid make -s image mirror wheelhouse >"$bench_log" 2>&1 &
+stage "Building the bench in the background (node images, stand-in mirror, wheelhouse, fake NVML library): $bench_log"
+setsid make -s image mirror wheelhouse fake-nvml >"$bench_log" 2>&1 &
 bench_pid=$!
 trap 'kill -- -$bench_pid 2>/dev/null || true' EXIT
 

@@ -10,20 +10,40 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: gpu_facts
-short_description: NVIDIA GPU inventory and NVLink topology as facts
+short_description: NVIDIA GPU inventory, NVLink topology and health as facts, from NVML or nvidia-smi
 version_added: "0.1.0"
 description:
-  - Runs C(nvidia-smi -q -x), C(nvidia-smi topo -m) and C(nvidia-smi nvlink -s) concurrently, each at most
-    once, with the C locale and a timeout, and returns what they report under C(ansible_facts.gpu).
-  - Reads the PCI IDs of the host to count NVIDIA GPUs and to find NVSwitches (C(10de:1af1) for the A100
-    generation, C(10de:22a3) for the H100 generation), and C(/proc/driver/nvidia/version) for the loaded
-    kernel module.
-  - A missing C(nvidia-smi), an unloaded driver, a driver/library mismatch or a lost GPU are reported in
-    C(gpu.state) and C(gpu.message); the module does not fail for them.
+  - Reads the GPUs of the host through one of two backends and returns one fact schema under C(ansible_facts.gpu);
+    C(gpu.source) says which backend the facts came from.
+  - The C(nvml) backend calls NVIDIA's management library, C(libnvidia-ml.so.1) (installed with every driver),
+    through ctypes in a child process that is killed at the timeout, with one library initialisation for
+    everything. NVML is the interface NVIDIA documents for tools; its return codes give the states, not English
+    text. It alone reports the compute capability, each NVLink link's remote end and P2P status; it does not
+    see NICs (C(topology.nics) and C(topology.gpu_nic) are null).
+  - The C(nvidia_smi) backend runs C(nvidia-smi -q -x), C(nvidia-smi topo -m) and C(nvidia-smi nvlink -s)
+    concurrently, each at most once, with the C locale and a timeout.
+  - Both read the PCI IDs of the host to count NVIDIA GPUs and to find NVSwitches (C(10de:1af1) for the A100
+    generation, C(10de:22a3) for the H100 generation), and C(/proc/driver/nvidia/version) for the loaded kernel
+    module. The state follows from comparing what they report (listed GPUs, attached GPUs, GPUs on the PCI
+    bus, lost GPUs).
+  - A missing driver, an unloaded driver, a driver/library mismatch or a lost GPU are reported in C(gpu.state)
+    and C(gpu.message); the module does not fail for them.
   - Needs nothing on the node beyond the Python standard library.
 author:
   - gpufleet.node maintainers (@gpufleet)
 options:
+  backend:
+    description:
+      - Where the facts come from. C(auto) uses NVML when its library loads and nvidia-smi otherwise; where NVML
+        lacks calls (an older driver's library), the device fields they would give are filled from
+        C(nvidia-smi -q -x) and C(gpu.source) is C(nvml+nvidia_smi). C(nvml) and C(nvidia_smi) use only that one.
+    type: str
+    choices: [auto, nvml, nvidia_smi]
+    default: auto
+  nvml_library:
+    description:
+      - The NVML library to load. By default C(libnvidia-ml.so.1), found by the dynamic loader.
+    type: path
   nvidia_smi_path:
     description:
       - Path of C(nvidia-smi). By default it is looked up on C(PATH) and then in C(/usr/bin),
@@ -31,14 +51,15 @@ options:
     type: path
   timeout:
     description:
-      - Seconds each nvidia-smi command may run. A command still running then is killed and the state is
-        C(timeout).
+      - Seconds the NVML child process, or each nvidia-smi command, may run. One still running then is killed
+        and the state is C(timeout).
     type: int
     default: 30
   gather_subset:
     description:
-      - What to gather. C(inventory) runs C(nvidia-smi -q -x) (devices, driver, counts), C(topology) runs
-        C(nvidia-smi topo -m), C(nvlink) runs C(nvidia-smi nvlink -s). C(all) is all three.
+      - What to return. C(inventory) gives the devices, driver and counts (nvidia-smi backend C(nvidia-smi -q -x)),
+        C(topology) the GPU-to-GPU matrix and affinities (C(nvidia-smi topo -m)), C(nvlink) the NVLink links
+        (C(nvidia-smi nvlink -s)). C(all) is all three. NVML reads everything in one pass either way.
     type: list
     elements: str
     choices: [all, inventory, topology, nvlink]
@@ -67,6 +88,9 @@ seealso:
   - name: nvidia-smi documentation
     description: The NVIDIA System Management Interface.
     link: https://docs.nvidia.com/deploy/nvidia-smi/index.html
+  - name: NVML API reference
+    description: NVIDIA Management Library, the C interface both backends rest on.
+    link: https://docs.nvidia.com/deploy/nvml-api/index.html
 """
 
 EXAMPLES = r"""
@@ -104,8 +128,11 @@ ansible_facts:
       contains:
         state:
           description:
-            - C(ok), C(not_installed) (no nvidia-smi), C(driver_not_loaded), C(driver_library_mismatch),
-              C(no_devices), C(gpu_lost), C(device_error), C(timeout) or C(error).
+            - C(ok), C(not_installed) (neither NVML's library nor nvidia-smi), C(driver_not_loaded),
+              C(driver_library_mismatch), C(no_devices), C(gpu_lost) (a GPU the driver cannot reach; see
+              C(lost_gpus)), C(device_error) (the driver lists fewer GPUs than it says are attached or than the PCI
+              bus shows, or NVML failed on a device), C(timeout) or C(error) (anything else, e.g. a loaded kernel
+              module that does not answer).
           returned: always
           type: str
           sample: ok
@@ -114,6 +141,35 @@ ansible_facts:
           returned: always
           type: str
           sample: 8 GPUs, driver 535.183.01
+        source:
+          description: Where the facts came from, C(nvml), C(nvidia_smi) or C(nvml+nvidia_smi) (NVML, with
+            device fields its library lacks filled from C(nvidia-smi -q -x)); null when nothing could be read.
+          returned: always
+          type: str
+          sample: nvml
+        nvml_library:
+          description: The NVML library the C(nvml) backend loaded; null when it was not used.
+          returned: always
+          type: str
+          sample: libnvidia-ml.so.1
+        nvml_missing:
+          description: NVML calls the library lacks or does not support on this hardware (their fields are null).
+          returned: always
+          type: list
+          elements: str
+          sample: ["nvmlDeviceGetGpuFabricInfo"]
+        nvml_version:
+          description: NVML's version (NVML backend); null from nvidia-smi.
+          returned: always
+          type: str
+          sample: "12.535.183.01"
+        lost_gpus:
+          description: PCI bus IDs of GPUs the driver reports as lost (nvidia-smi's "GPU is lost" lines, or NVML's
+            C(NVML_ERROR_GPU_IS_LOST) for a device handle).
+          returned: always
+          type: list
+          elements: str
+          sample: ["00000000:07:00.0"]
         errors:
           description: Per command that failed or could not be parsed, what it printed or why.
           returned: always
@@ -140,12 +196,13 @@ ansible_facts:
           type: str
           sample: 535.183.01
         count:
-          description: Number of GPUs nvidia-smi lists.
+          description: Number of GPUs the driver lists (and answers for).
           returned: always
           type: int
           sample: 8
         attached_gpus:
-          description: The number of attached GPUs the XML states; can differ from C(count).
+          description: The number of attached GPUs the driver states (C(attached_gpus) of the XML, NVML's device
+            count); can differ from C(count) when a GPU is lost.
           returned: always
           type: int
           sample: 8
@@ -214,9 +271,10 @@ ansible_facts:
               type: dict
               sample: {"single_bit_ecc": 0, "double_bit_ecc": 0, "pending": false}
             pcie:
-              description: PCIe link C(gen_current), C(gen_max), C(width_current) and C(width_max).
+              description: PCIe link C(gen_current), C(gen_max), C(width_current) and C(width_max), and
+                C(replay_counter) (link-level retransmissions; a rising count means a marginal link).
               type: dict
-              sample: {"gen_current": 4, "gen_max": 4, "width_current": 16, "width_max": 16}
+              sample: {"gen_current": 4, "gen_max": 4, "width_current": 16, "width_max": 16, "replay_counter": 0}
             power_limit_w:
               description: Enforced power limit in watts.
               type: float
@@ -225,8 +283,69 @@ ansible_facts:
               description: VBIOS version.
               type: str
               sample: 92.00.36.00.02
+            architecture:
+              description: Architecture as nvidia-smi prints it (C(product_architecture); NVML
+                C(nvmlDeviceGetArchitecture)).
+              type: str
+              sample: Ampere
+            compute_capability:
+              description: CUDA compute capability, C(major.minor) (NVML C(nvmlDeviceGetCudaComputeCapability) only;
+                null from nvidia-smi).
+              type: str
+              sample: "8.0"
+            compute_mode:
+              description: Compute mode as printed (C(Default), C(Exclusive_Process), C(Prohibited)).
+              type: str
+              sample: Default
+            temperature_c:
+              description: GPU core temperature in degrees Celsius (C(temperature/gpu_temp); NVML GPU sensor).
+              type: int
+              sample: 34
+            power_draw_w:
+              description: Power draw in watts (the instant draw where printed, else the draw, else the average; NVML
+                C(nvmlDeviceGetPowerUsage)).
+              type: float
+              sample: 61.52
+            clock_event_reasons_active:
+              description: Active clock event (throttle) reasons, sorted, without the C(clocks_event_reason_) or
+                C(clocks_throttle_reason_) prefix (C(gpu_idle), C(sw_power_cap), C(hw_slowdown),
+                C(hw_thermal_slowdown), C(hw_power_brake_slowdown), C(sw_thermal_slowdown), ...); an empty list when
+                none is active, null when not reported.
+              type: list
+              elements: str
+              sample: ["gpu_idle"]
+            ecc_errors_uncorrected_aggregate:
+              description: Uncorrectable ECC errors over the GPU's life, DRAM plus every SRAM counter, where reported.
+              type: int
+              sample: 0
+            ecc_errors_corrected_volatile:
+              description: Corrected ECC errors since the driver loaded, DRAM plus SRAM, where reported.
+              type: int
+              sample: 0
+            remapped_rows:
+              description: Row remapping (A100 and newer), C(correctable) and C(uncorrectable) counts, C(pending) (a
+                reset is needed to remap) and C(failure) (a remap failed: the GPU needs service); null where
+                unsupported.
+              type: dict
+              sample: {"correctable": 0, "uncorrectable": 0, "pending": false, "failure": false}
+            reset_required:
+              description: Whether the driver asks for a GPU reset (C(gpu_reset_status), or NVML's recovery action);
+                null where not reported.
+              type: bool
+              sample: false
+            drain_and_reset_recommended:
+              description: Whether the driver recommends draining the GPU's work and resetting it; null where not
+                reported.
+              type: bool
+              sample: false
+            fabric:
+              description: NVSwitch fabric registration of the GPU (H100 generation and newer), C(state) (e.g.
+                C(Completed), C(In Progress)) and C(status) (e.g. C(Success)); each null where N/A.
+              type: dict
+              sample: {"state": "Completed", "status": "Success"}
         topology:
-          description: The GPU interconnect, from C(topo -m), C(nvlink -s) and the PCI IDs.
+          description: The GPU interconnect (nvidia-smi C(topo -m) and C(nvlink -s); NVML's NVLink, topology and
+            affinity calls) and the PCI IDs.
           returned: always
           type: dict
           contains:
@@ -252,18 +371,32 @@ ansible_facts:
               type: dict
               sample: {"GPU0": "N/A"}
             nics:
-              description: NIC names (through the NIC Legend where printed).
+              description: NIC names (through the NIC Legend where printed); null from NVML, which does not see NICs.
               type: list
               elements: str
               sample: ["mlx5_0"]
             gpu_nic:
-              description: GPU label to NIC name to relation.
+              description: GPU label to NIC name to relation; null from NVML.
               type: dict
               sample: {"GPU0": {"mlx5_0": "PXB"}}
-            nvlink:
-              description: Per GPU label, its NVLink links (C(link), C(active), C(speed_gbps)).
+            p2p:
+              description: GPU label to GPU label to NVLink P2P status (NVML C(nvmlDeviceGetP2PStatus)); null from
+                nvidia-smi.
               type: dict
-              sample: {"GPU0": [{"link": 0, "active": true, "speed_gbps": 26.562}]}
+              sample: {"GPU0": {"GPU1": "OK"}}
+            nvlink:
+              description: Per GPU label with NVLink, its links (C(link), C(active), C(speed_gbps)), and from NVML
+                C(remote_pci_bus_id) and C(remote_device_type) (C(gpu), C(switch), C(ibmnpu), C(unknown); null from
+                nvidia-smi). GPUs without NVLink are absent.
+              type: dict
+              sample: {"GPU0": [{"link": 0, "active": true, "speed_gbps": 25.0, "remote_pci_bus_id": "00000000:C5:00.0",
+                        "remote_device_type": "switch"}]}
+            nvlink_gpus_all_inactive:
+              description: GPU labels whose NVLink links are all down (nvidia-smi prints one line for such a GPU instead
+                of its links, so they are not counted in C(nvlink_links_inactive)).
+              type: list
+              elements: str
+              sample: []
             nvlink_links_active:
               description: Active NVLink links over all GPUs.
               type: int
@@ -286,7 +419,7 @@ ansible_facts:
               type: int
               sample: 12
             nvlink_all_to_all:
-              description: Whether every GPU pair is joined by NVLink.
+              description: Whether every GPU pair is joined by NVLink; null when a relation could not be read.
               type: bool
               sample: true
             nvswitch:
@@ -328,7 +461,8 @@ ansible_facts:
               type: bool
               sample: true
         timings:
-          description: Seconds each command took and the module's wall time for them (C(wall)).
+          description: Seconds each command (nvidia-smi) or phase (C(nvml init), C(nvml gather)) took and the
+            module's wall time for them (C(wall)).
           returned: always
           type: dict
           sample: {"-q -x": 0.31, "topo -m": 0.29, "nvlink -s": 0.3, "wall": 0.32}
@@ -340,9 +474,11 @@ import threading
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils import nvml
 from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
     NvidiaSmiParseError,
     classify_error,
+    lost_gpus,
     nvlink_summary,
     parse_nvlink_status,
     parse_query_xml,
@@ -350,6 +486,8 @@ from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.process import run_command
 
+BACKENDS = ("auto", "nvml", "nvidia_smi")
+PARTS = ("inventory", "topology", "nvlink")
 SEARCH_DIRS = ("/usr/bin", "/usr/local/nvidia/bin", "/usr/local/cuda/bin", "/opt/nvidia/bin")
 SUBCOMMANDS = {
     "inventory": ["-q", "-x"],
@@ -360,12 +498,18 @@ NVIDIA_VENDOR = "0x10de"
 NVSWITCH_DEVICE_IDS = ("0x1af1", "0x22a3")
 GPU_CLASS_PREFIXES = ("0x0300", "0x0302")
 PROC_VERSION = "/proc/driver/nvidia/version"
+NVML_LIBRARY = "libnvidia-ml.so.1"
 NVML_LIBRARY_GLOBS = (
     "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.*.*",
     "/usr/lib/aarch64-linux-gnu/libnvidia-ml.so.*.*",
     "/usr/lib64/libnvidia-ml.so.*.*",
     "/usr/lib/libnvidia-ml.so.*.*",
 )
+# Fields only NVML reports; nvidia-smi's text has no place for them, so that backend gives None.
+NVML_ONLY_DEVICE_FIELDS = ("compute_capability",)
+NVML_ONLY_LINK_FIELDS = ("remote_pci_bus_id", "remote_device_type")
+# NVML states that end the gathering: nothing about the devices can be read.
+NVML_FATAL_STATES = ("driver_library_mismatch", "driver_not_loaded", "no_devices", "timeout", "error")
 
 
 # --- I/O at the edges -------------------------------------------------------------------------------------
@@ -454,19 +598,24 @@ def empty_facts():
     return {
         "state": "error",
         "message": "",
+        "source": None,
         "errors": {},
         "nvidia_smi": None,
+        "nvml_library": None,
+        "nvml_missing": [],
         "driver_version": None,
         "cuda_driver_version": None,
+        "nvml_version": None,
         "loaded_module_version": None,
         "count": 0,
         "attached_gpus": None,
+        "lost_gpus": [],
         "devices": [],
         "topology": {
             "gpus": [], "matrix": {}, "cpu_affinity": {}, "numa_affinity": {}, "gpu_numa_id": {},
-            "nics": [], "gpu_nic": {}, "nvlink": {}, "nvlink_links_active": 0, "nvlink_links_inactive": 0,
-            "nvlink_pairs": 0, "nvlink_pair_list": [], "nvlink_max_links": 0, "nvlink_all_to_all": False,
-            "nvswitch": False, "shape": "",
+            "nics": [], "gpu_nic": {}, "p2p": None, "nvlink": {}, "nvlink_links_active": 0,
+            "nvlink_links_inactive": 0, "nvlink_gpus_all_inactive": [], "nvlink_pairs": 0, "nvlink_pair_list": [],
+            "nvlink_max_links": 0, "nvlink_all_to_all": False, "nvswitch": False, "shape": "",
         },
         "pci": {"nvidia_gpus": None, "nvswitches": None},
         "summary": {"models": {}, "total_memory_mib": 0, "homogeneous": True},
@@ -476,15 +625,19 @@ def empty_facts():
 
 def failure(part, result):
     """``(state, message)`` for a command that did not produce parseable output."""
-    rc, stdout, stderr, timed_out = result
+    _rc, stdout, stderr, timed_out = result
     if timed_out:
         return "timeout", "nvidia-smi %s did not finish in time and was killed" % " ".join(SUBCOMMANDS[part])
     return classify_error((stdout + "\n" + stderr).strip())
 
 
+def gpus_phrase(count):
+    return "%d GPU%s" % (count, "" if count == 1 else "s")
+
+
 def shape(count, summary, nvswitch):
     """The NVLink shape in words, e.g. '8 GPUs, NV12 all-to-all' or '4 GPUs, 2 NV4 pairs'."""
-    gpus = "%d GPU%s" % (count, "" if count == 1 else "s")
+    gpus = gpus_phrase(count)
     if not summary["pairs"]:
         return gpus + ", no NVLink"
     widths = "/".join("NV%d" % width for width in summary["bond_widths"])
@@ -493,8 +646,16 @@ def shape(count, summary, nvswitch):
     return "%s, %d %s pair%s" % (gpus, summary["pairs"], widths, "" if summary["pairs"] == 1 else "s")
 
 
-def refine_unknown(state, message, module_version, library_version):
-    """'Failed to initialize NVML: Unknown Error' says little; the loaded module tells more."""
+def refine(state, message, module_version, library_version):
+    """Correct what an error text alone says with what the host shows.
+
+    'Failed to initialize NVML: Unknown Error' says little: no loaded module means the driver is not loaded, a
+    library of another version than the module means a mismatch. "Couldn't communicate with the NVIDIA driver"
+    (driver_not_loaded by its text) while a kernel module IS loaded is not an unloaded driver: the driver does not
+    answer (device nodes missing, permissions, a wedged GPU), so it becomes ``error`` and says so.
+    """
+    if state == "driver_not_loaded" and module_version is not None:
+        return "error", "%s (yet kernel module %s is loaded: the driver does not answer)" % (message, module_version)
     if state != "error":
         return state, message
     if module_version is None:
@@ -520,9 +681,129 @@ def parse_part(part, result, parser, problems):
         return None
 
 
+def reindex(devices, lost, attached):
+    """Indexes of the listed GPUs when the XML does not list them all.
+
+    ``-q -x`` prints no index: a GPU's index is its position, which holds only when every attached GPU is
+    listed. nvidia-smi numbers GPUs in PCI bus order, so with the lost GPUs' bus ids (from its "GPU is lost"
+    lines) the positions can be recomputed; without them, or when the numbers do not add up, indexes are None.
+    """
+    if attached is None or len(devices) == attached:
+        return
+    buses = [device.get("pci_bus_id") for device in devices]
+    if lost and None not in buses and len(devices) + len(lost) == attached:
+        order = sorted(buses + list(lost), key=lambda bus: bus.upper())
+        for device in devices:
+            device["index"] = order.index(device["pci_bus_id"])
+        return
+    for device in devices:
+        device["index"] = None
+
+
+def complete_device(device):
+    """A device in the one schema of both backends: the NVML-only fields are None where nvidia-smi gave it."""
+    for field in NVML_ONLY_DEVICE_FIELDS:
+        device.setdefault(field, None)
+    return device
+
+
+def complete_links(links):
+    for link in links:
+        for field in NVML_ONLY_LINK_FIELDS:
+            link.setdefault(field, None)
+    return links
+
+
+def set_nvlink_status(topology, status):
+    """``topology.nvlink`` and its counts from per-GPU link lists ({label: {"links", "all_inactive"}})."""
+    topology["nvlink"] = dict((label, complete_links(gpu["links"])) for label, gpu in sorted(status.items()))
+    all_links = [link for gpu in status.values() for link in gpu["links"]]
+    topology["nvlink_links_active"] = sum(1 for link in all_links if link["active"])
+    topology["nvlink_links_inactive"] = sum(1 for link in all_links if link["active"] is False)
+    # nvidia-smi prints one line instead of the links of a GPU whose links are all down: how many there are
+    # is not printed, so the GPU is named here rather than its links counted.
+    topology["nvlink_gpus_all_inactive"] = sorted(
+        (label for label, gpu in status.items() if gpu.get("all_inactive")), key=label_order)
+
+
+def label_order(label):
+    digits = label[3:]
+    return int(digits) if digits.isdigit() else -1
+
+
+def set_matrix(topology, parsed):
+    for key in ("gpus", "matrix", "cpu_affinity", "numa_affinity", "gpu_numa_id", "nics", "gpu_nic"):
+        topology[key] = parsed[key]
+    links = nvlink_summary(parsed["matrix"])
+    topology["nvlink_pairs"] = links["pairs"]
+    topology["nvlink_pair_list"] = links["pair_list"]
+    topology["nvlink_max_links"] = links["max_links"]
+    topology["nvlink_all_to_all"] = links["all_to_all"]
+    return links
+
+
+def summarise(facts):
+    models = {}
+    for device in facts["devices"]:
+        models[device["name"]] = models.get(device["name"], 0) + 1
+    facts["summary"] = {
+        "models": models,
+        "total_memory_mib": sum(device["memory_total_mib"] or 0 for device in facts["devices"]),
+        "homogeneous": len(models) <= 1,
+    }
+
+
+def count_problem(facts, inventory):
+    """``(state, message)`` when the counts disagree (a lost GPU, a GPU the driver does not list), else None."""
+    count, attached, on_bus = facts["count"], facts["attached_gpus"], facts["pci"].get("nvidia_gpus")
+    if facts["lost_gpus"]:
+        return "gpu_lost", "GPU %s lost: the driver answers for %d of %s GPUs (reset the GPU or reboot the node)" % (
+            ", ".join(facts["lost_gpus"]), count, attached if attached is not None else "its")
+    if not inventory:
+        return None
+    if attached is not None and attached != count:
+        return "device_error", "the driver says %d GPUs are attached but lists %d" % (attached, count)
+    if on_bus is not None and on_bus > count:
+        return "device_error", "the PCI bus shows %s NVIDIA GPUs, the driver lists %d" % (on_bus, count)
+    return None
+
+
+def conclude(facts, parts, problems, links, module_version, library_version):
+    """The state and message, from the failures and the counts; and the summary."""
+    summarise(facts)
+    topology = facts["topology"]
+    if links is not None:
+        topology["shape"] = shape(len(topology["gpus"]), links, topology["nvswitch"])
+    for part, state, message in problems:
+        facts["errors"][" ".join(SUBCOMMANDS[part])] = message
+    counted = count_problem(facts, "inventory" in parts)
+    if problems:
+        # The inventory failing says most; otherwise the first command that failed.
+        _part, state, message = problems[0]
+        facts["state"], facts["message"] = refine(state, message, module_version, library_version)
+    elif counted:
+        facts["state"], facts["message"] = counted
+    elif "inventory" in parts and facts["count"] == 0:
+        facts["state"], facts["message"] = "no_devices", "the driver lists no GPU"
+    else:
+        facts["state"] = "ok"
+        # The count is the driver's list; the shape describes the matrix, which may have other rows.
+        if topology["shape"] and len(topology["gpus"]) == facts["count"]:
+            details = [topology["shape"]]
+        elif topology["shape"]:
+            details = [gpus_phrase(facts["count"]), "a topology matrix of %d" % len(topology["gpus"])]
+        else:
+            details = [gpus_phrase(facts["count"]) if facts["count"] else ""]
+        if facts["driver_version"]:
+            details.append("driver %s" % facts["driver_version"])
+        facts["message"] = ", ".join(detail for detail in details if detail) or "ok"
+    return facts
+
+
 def assemble(parts, results, pci, module_version, library_version):
-    """Build ``ansible_facts.gpu`` from the command results (pure: no I/O)."""
+    """Build ``ansible_facts.gpu`` from nvidia-smi's results (pure: no I/O)."""
     facts = empty_facts()
+    facts["source"] = "nvidia_smi"
     facts["pci"] = pci
     facts["loaded_module_version"] = module_version
     topology = facts["topology"]
@@ -534,86 +815,155 @@ def assemble(parts, results, pci, module_version, library_version):
         facts["driver_version"] = query["driver_version"]
         facts["cuda_driver_version"] = query["cuda_version"]
         facts["attached_gpus"] = query["attached_gpus"]
-        facts["devices"] = query["gpus"]
+        facts["devices"] = [complete_device(device) for device in query["gpus"]]
         facts["count"] = len(query["gpus"])
+        _rc, stdout, stderr, _timed_out = results["inventory"]
+        facts["lost_gpus"] = lost_gpus(stdout + "\n" + stderr)
+        reindex(facts["devices"], facts["lost_gpus"], facts["attached_gpus"])
 
     parsed = parse_part("topology", results["topology"], parse_topology, problems) if "topology" in parts else None
+    links = None
     if parsed is not None:
-        for key in ("gpus", "matrix", "cpu_affinity", "numa_affinity", "gpu_numa_id", "nics", "gpu_nic"):
-            topology[key] = parsed[key]
-        links = nvlink_summary(parsed["matrix"])
-        topology["nvlink_pairs"] = links["pairs"]
-        topology["nvlink_pair_list"] = links["pair_list"]
-        topology["nvlink_max_links"] = links["max_links"]
-        topology["nvlink_all_to_all"] = links["all_to_all"]
-        topology["shape"] = shape(len(parsed["gpus"]), links, topology["nvswitch"])
+        links = set_matrix(topology, parsed)
         if "inventory" not in parts:
             facts["count"] = len(parsed["gpus"])
 
     status = parse_part("nvlink", results["nvlink"], parse_nvlink_status, problems) if "nvlink" in parts else None
     if status is not None:
-        topology["nvlink"] = dict(("GPU%d" % index, gpu["links"]) for index, gpu in sorted(status.items()))
-        all_links = [link for gpu in status.values() for link in gpu["links"]]
-        topology["nvlink_links_active"] = sum(1 for link in all_links if link["active"])
-        topology["nvlink_links_inactive"] = sum(1 for link in all_links if link["active"] is False)
+        set_nvlink_status(topology, dict(("GPU%d" % index, gpu) for index, gpu in status.items()))
+    return conclude(facts, parts, problems, links, module_version, library_version)
 
-    models = {}
-    for device in facts["devices"]:
-        models[device["name"]] = models.get(device["name"], 0) + 1
-    facts["summary"] = {
-        "models": models,
-        "total_memory_mib": sum(device["memory_total_mib"] or 0 for device in facts["devices"]),
-        "homogeneous": len(models) <= 1,
-    }
 
-    for part, state, message in problems:
-        facts["errors"][" ".join(SUBCOMMANDS[part])] = message
-    if problems:
-        # The inventory failing says most; otherwise the first command that failed.
-        _part, state, message = problems[0]
-        facts["state"], facts["message"] = refine_unknown(state, message, module_version, library_version)
-    elif "inventory" in parts and facts["count"] == 0:
-        facts["state"], facts["message"] = "no_devices", "nvidia-smi lists no GPU"
-    else:
-        facts["state"] = "ok"
-        details = ["driver %s" % facts["driver_version"]] if facts["driver_version"] else []
-        if topology["shape"]:
-            details.insert(0, topology["shape"])
-        elif facts["count"]:
-            details.insert(0, "%d GPU%s" % (facts["count"], "" if facts["count"] == 1 else "s"))
-        facts["message"] = ", ".join(details) or "ok"
+def assemble_nvml(parts, result, pci, module_version):
+    """Build ``ansible_facts.gpu`` from what the NVML backend gathered (pure: no I/O)."""
+    facts = empty_facts()
+    facts["source"] = "nvml"
+    facts["pci"] = pci
+    facts["loaded_module_version"] = module_version
+    facts["nvml_missing"] = sorted(result.get("missing") or [])
+    for key in ("driver_version", "cuda_driver_version", "nvml_version"):
+        facts[key] = result.get(key)
+    topology = facts["topology"]
+    topology["nvswitch"] = bool(pci.get("nvswitches"))
+    if result["state"] in NVML_FATAL_STATES:
+        facts["state"], facts["message"] = refine(result["state"], result["message"], module_version, None)
+        if result["state"] == "no_devices":
+            facts["attached_gpus"] = 0
+        return facts
+    devices = [complete_device(device) for device in result["devices"]]
+    facts["count"] = len(devices)
+    facts["attached_gpus"] = result.get("count")
+    facts["lost_gpus"] = sorted(lost.get("pci_bus_id") or "index %s" % lost.get("index") for lost in result.get("lost") or [])
+    if "inventory" in parts:
+        facts["devices"] = devices
+    links = None
+    if "topology" in parts:
+        links = set_matrix(topology, result["topology"])
+        topology["p2p"] = result["topology"].get("p2p")
+    if "nvlink" in parts:
+        # As nvidia-smi: GPUs without NVLink are not listed, and a GPU whose links are all down is flagged.
+        set_nvlink_status(topology, dict(
+            (label, {"links": gpu_links, "all_inactive": all(link["active"] is False for link in gpu_links)})
+            for label, gpu_links in result["topology"]["nvlink"].items() if gpu_links))
+    conclude(facts, parts, [], links, module_version, None)
+    if facts["state"] == "ok" and result["state"] != "ok":
+        facts["state"], facts["message"] = result["state"], result["message"]
     return facts
 
 
-def gather(params):
-    """Everything the module does, with I/O: returns the ``gpu`` facts."""
-    subset = params["gather_subset"]
-    parts = [part for part in ("inventory", "topology", "nvlink") if "all" in subset or part in subset]
-    binary = find_nvidia_smi(params["nvidia_smi_path"])
-    if binary is None:
-        facts = empty_facts()
-        facts["state"] = "not_installed"
-        where = params["nvidia_smi_path"] or "PATH or in " + ", ".join(SEARCH_DIRS)
-        facts["message"] = "nvidia-smi not found (looked on %s)" % where
-        facts["pci"] = read_pci(params["pci_devices_path"])
-        return facts
+def fill_missing(facts, query):
+    """Fill the device fields NVML left None (calls missing from an older driver) from nvidia-smi's inventory.
+
+    Devices are matched by PCI bus id, never by position; a field NVML did read is kept.
+    """
+    by_bus = dict((device["pci_bus_id"], device) for device in query["gpus"] if device.get("pci_bus_id"))
+    filled = set()
+    for device in facts["devices"]:
+        other = by_bus.get(device.get("pci_bus_id"))
+        if other is None:
+            continue
+        for key, value in other.items():
+            if key in NVML_ONLY_DEVICE_FIELDS or value is None:
+                continue
+            if device.get(key) is None:
+                device[key] = value
+                filled.add(key)
+            elif isinstance(value, dict) and isinstance(device.get(key), dict):
+                for inner, inner_value in value.items():
+                    if device[key].get(inner) is None and inner_value is not None:
+                        device[key][inner] = inner_value
+                        filled.add("%s.%s" % (key, inner))
+    return sorted(filled)
+
+
+def gather_nvidia_smi(params, parts, binary, pci, module_version):
     results, timings, wall = run_concurrently(binary, parts, params["timeout"])
-    module_version = loaded_module_version()
     library_version = nvml_library_version() if any(r[0] != 0 for r in results.values()) else None
-    facts = assemble(parts, results, read_pci(params["pci_devices_path"]), module_version, library_version)
+    facts = assemble(parts, results, pci, module_version, library_version)
     facts["nvidia_smi"] = binary
     facts["timings"] = dict((" ".join(SUBCOMMANDS[part]), seconds) for part, seconds in timings.items())
     facts["timings"]["wall"] = wall
     return facts
 
 
+def gather(params):
+    """Everything the module does, with I/O: returns the ``gpu`` facts."""
+    subset = params["gather_subset"]
+    parts = [part for part in PARTS if "all" in subset or part in subset]
+    backend = params.get("backend") or "auto"
+    binary = find_nvidia_smi(params.get("nvidia_smi_path"))
+    pci = read_pci(params["pci_devices_path"])
+    module_version = loaded_module_version()
+    library = params.get("nvml_library") or NVML_LIBRARY
+    nvml_why = None
+    if backend in ("auto", "nvml"):
+        started = time.monotonic()
+        result = nvml.gather(params["timeout"], library=library)
+        if result["state"] != "library_not_found":
+            facts = assemble_nvml(parts, result, pci, module_version)
+            facts["nvml_library"] = library
+            facts["nvidia_smi"] = binary
+            facts["timings"] = dict(("nvml " + name, seconds) for name, seconds in (result.get("timings") or {}).items())
+            if backend == "auto" and facts["nvml_missing"] and binary and "inventory" in parts and facts["devices"]:
+                smi = run_concurrently(binary, ["inventory"], params["timeout"])
+                try:
+                    filled = fill_missing(facts, parse_query_xml(smi[0]["inventory"][1]))
+                except NvidiaSmiParseError:
+                    filled = []
+                if filled:
+                    facts["source"] = "nvml+nvidia_smi"
+                facts["timings"]["-q -x"] = smi[1].get("inventory")
+            facts["timings"]["wall"] = round(time.monotonic() - started, 3)
+            return facts
+        nvml_why = result["message"]
+    if binary is None or backend == "nvml":
+        facts = empty_facts()
+        facts["state"] = "not_installed"
+        facts["pci"] = pci
+        facts["loaded_module_version"] = module_version
+        where = params.get("nvidia_smi_path") or "PATH or in " + ", ".join(SEARCH_DIRS)
+        reasons = []
+        if nvml_why:
+            reasons.append("NVML: %s" % nvml_why)
+        if backend != "nvml":
+            reasons.append("nvidia-smi not found (looked on %s)" % where)
+        facts["message"] = "; ".join(reasons)
+        return facts
+    facts = gather_nvidia_smi(params, parts, binary, pci, module_version)
+    if nvml_why:
+        facts["errors"]["nvml"] = nvml_why
+    return facts
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
+            backend=dict(type="str", default="auto", choices=list(BACKENDS)),
             nvidia_smi_path=dict(type="path"),
+            nvml_library=dict(type="path"),
             timeout=dict(type="int", default=30),
             gather_subset=dict(type="list", elements="str", default=["all"],
-                               choices=["all", "inventory", "topology", "nvlink"]),
+                               choices=["all"] + list(PARTS)),
             pci_devices_path=dict(type="path", default="/sys/bus/pci/devices"),
         ),
         supports_check_mode=True,

@@ -39,6 +39,7 @@ so a unit that runs the daemon with the option (Ubuntu's nvidia-compute-utils pa
 import copy
 import json
 import os
+import re
 import sys
 import time
 import uuid as uuid_module
@@ -419,9 +420,55 @@ def query_xml(profile, listed=None):
 
 # --- topo -m, nvlink -s, -L --------------------------------------------------------------------------------
 
-def topology(profile):
+def topology(profile, faults=None):
+    """`nvidia-smi topo -m`: the profile's real capture, its NV# cells recounted where links are down.
+
+    nvidia-smi counts the ACTIVE links it finds from the row's GPU: to a peer GPU the links whose remote end is
+    that GPU; on an NVSwitch board the row GPU's links to switches, towards every GPU that also reaches a switch.
+    With none left, the cell shows the PCIe relation instead. The fake NVML library gives the same (its link ends
+    come from emulator_profile.nvlink_ends over the same capture).
+    """
     with open(os.path.join(HERE, "profiles", profile["topology"]), encoding="utf-8") as handle:
-        return handle.read()
+        text = handle.read()
+    down = set(faults["inactive_links"]) if faults else set()
+    all_down = set(faults["all_links_inactive"]) if faults else set()
+    if not down and not all_down:
+        return text
+    sys.path.insert(0, HERE)
+    import emulator_profile  # pylint: disable=import-outside-toplevel
+    matrix = emulator_profile.read_topology(text)
+    ends = emulator_profile.nvlink_ends(profile, matrix)
+    level_names = dict((level, name) for name, level in emulator_profile.TOPOLOGY_LEVELS.items() if name != "SOC")
+
+    def active(gpu):
+        return [end for link, end in enumerate(ends[gpu]) if gpu not in all_down and (gpu, link) not in down]
+
+    switch = emulator_profile.NVLINK_REMOTE_SWITCH
+    buses = ["00000000:" + bus.upper() for bus in profile["bus_ids"]]
+
+    def cell(row, column):
+        relation = matrix["relation"][(row, column)]
+        if not relation.startswith("NV"):
+            return relation
+        mine = active(row)
+        if any(end[0] == switch for end in ends[row]):
+            count = len(mine) if any(end[0] == switch for end in active(column)) else 0
+        else:
+            count = sum(1 for end in mine if end[1] == buses[column])
+        return "NV%d" % count if count else level_names[emulator_profile.pair_level(matrix, row, column)]
+
+    lines = []
+    for line in text.splitlines(True):
+        parts = re.split(r"(\s+)", line)
+        if parts and re.match(r"^GPU\d+$", parts[0]):
+            row = int(parts[0][3:])
+            for column in range(matrix["gpus"]):
+                position = 2 * (1 + column)   # tokens sit at even positions, separators between them
+                if column != row and position < len(parts):
+                    parts[position] = cell(row, column)
+            line = "".join(parts)
+        lines.append(line)
+    return "".join(lines)
 
 
 def nvlink_status(profile, listed=None, faults=None):
@@ -567,7 +614,7 @@ def main(argv):
     elif argv[:2] == ["topo", "-m"]:
         if any(gpu["lost"] for gpu in listed):
             return report_lost([next(gpu for gpu in listed if gpu["lost"])])
-        sys.stdout.write(topology(profile))
+        sys.stdout.write(topology(profile, faults))
     elif argv[:1] == ["nvlink"] and argv[1:2] in (["-s"], ["--status"]):
         sys.stdout.write(nvlink_status(profile, listed, faults))
     elif argv == ["-L"]:

@@ -49,9 +49,15 @@ class Recorder:
         return self.answers[" ".join(argv[1:])]
 
 
-def run_main(monkeypatch, capsys, args, answers):
+def no_nvml(timeout, library="libnvidia-ml.so.1"):
+    """The NVML backend on a host without the library (this bench has no driver)."""
+    return {"state": "library_not_found", "message": "%s: cannot open shared object file" % library}
+
+
+def run_main(monkeypatch, capsys, args, answers, nvml_gather=no_nvml):
     recorder = Recorder(answers)
     monkeypatch.setattr(gpu_facts, "run_command", recorder)
+    monkeypatch.setattr(gpu_facts.nvml, "gather", nvml_gather)
     monkeypatch.setattr(gpu_facts, "loaded_module_version", lambda: "535.54.03")
     with patch_module_args(args):
         with pytest.raises(SystemExit) as exit_info:
@@ -69,19 +75,23 @@ def test_runs_each_subcommand_once_with_exact_argv(monkeypatch, capsys, fake_smi
         ([fake_smi, "-q", "-x"], 7), ([fake_smi, "topo", "-m"], 7), ([fake_smi, "nvlink", "-s"], 7)])
     assert result["changed"] is False
     gpu = result["ansible_facts"]["gpu"]
-    assert gpu["state"] == "ok"
+    # The capture (telegraf's a100-sxm4-v12.xml) lists one <gpu> of the 4 it says are attached: from a whole
+    # `-q -x`, that is a GPU the driver does not list, whatever the other commands say.
+    assert gpu["state"] == "device_error"
+    assert gpu["message"] == "the driver says 4 GPUs are attached but lists 1"
+    assert gpu["source"] == "nvidia_smi"
     assert gpu["driver_version"] == "535.54.03"
     assert gpu["cuda_driver_version"] == "12.2"
     assert gpu["count"] == 1 and gpu["attached_gpus"] == 4
     assert gpu["devices"][0]["mig_mode"]["current"] is True
     assert gpu["topology"]["nvlink_pairs"] == 28
     assert gpu["topology"]["nvlink_all_to_all"] is True
-    assert gpu["topology"]["shape"] == "8 GPUs, NV12 all-to-all"
     assert gpu["topology"]["nvlink_links_active"] == 8 * 18
-    assert gpu["topology"]["nvlink"]["GPU7"][17] == {"link": 17, "active": True, "speed_gbps": 26.562}
+    assert gpu["topology"]["nvlink"]["GPU7"][17] == {"link": 17, "active": True, "speed_gbps": 26.562,
+                                                     "remote_pci_bus_id": None, "remote_device_type": None}
     assert gpu["loaded_module_version"] == "535.54.03"
     assert gpu["summary"] == {"models": {"NVIDIA A100-SXM4-80GB": 1}, "total_memory_mib": 81920, "homogeneous": True}
-    assert gpu["message"] == "8 GPUs, NV12 all-to-all, driver 535.54.03"
+    assert gpu["topology"]["shape"] == "8 GPUs, NV12 all-to-all"
 
 
 def test_subset_runs_only_its_command(monkeypatch, capsys, fake_smi, no_pci):
@@ -100,7 +110,7 @@ def test_check_mode_gathers_the_same(monkeypatch, capsys, fake_smi, no_pci):
                                                       "_ansible_check_mode": True}, answers)
     assert len(recorder.calls) == 3
     assert result["changed"] is False
-    assert result["ansible_facts"]["gpu"]["state"] == "ok"
+    assert result["ansible_facts"]["gpu"]["count"] == 1 and result["ansible_facts"]["gpu"]["devices"]
 
 
 def test_mismatch_is_a_state_not_a_failure(monkeypatch, capsys, fake_smi, no_pci):
@@ -111,7 +121,7 @@ def test_mismatch_is_a_state_not_a_failure(monkeypatch, capsys, fake_smi, no_pci
     assert "failed" not in result
     assert gpu["state"] == "driver_library_mismatch"
     assert gpu["message"] == "Failed to initialize NVML: Driver/library version mismatch"
-    assert set(gpu["errors"]) == {"-q -x", "topo -m", "nvlink -s"}
+    assert set(gpu["errors"]) == {"-q -x", "topo -m", "nvlink -s", "nvml"}
 
 
 def test_not_installed(monkeypatch, capsys, tmp_path, no_pci):
@@ -119,13 +129,14 @@ def test_not_installed(monkeypatch, capsys, tmp_path, no_pci):
     monkeypatch.setattr(gpu_facts, "SEARCH_DIRS", (str(tmp_path / "nowhere"),))
     recorder = Recorder({})
     monkeypatch.setattr(gpu_facts, "run_command", recorder)
+    monkeypatch.setattr(gpu_facts.nvml, "gather", no_nvml)
     with patch_module_args({"pci_devices_path": no_pci}):
         with pytest.raises(SystemExit):
             gpu_facts.main()
     gpu = json.loads(capsys.readouterr().out)["ansible_facts"]["gpu"]
     assert recorder.calls == []
     assert gpu["state"] == "not_installed"
-    assert gpu["message"].startswith("nvidia-smi not found")
+    assert gpu["message"].startswith("NVML: libnvidia-ml.so.1: cannot open shared object file; nvidia-smi not found")
 
 
 def test_unknown_error_without_a_loaded_module_means_driver_not_loaded():
@@ -175,8 +186,8 @@ def emulator(tmp_path, monkeypatch):
     def gather(profile, delay_ms=0, timeout=10, subset=("all",)):
         monkeypatch.setenv("GPUFLEET_EMULATOR_PROFILE", profile)
         monkeypatch.setenv("GPUFLEET_EMULATOR_DELAY_MS", str(delay_ms))
-        return gpu_facts.gather({"nvidia_smi_path": str(script), "timeout": timeout, "gather_subset": list(subset),
-                                 "pci_devices_path": str(tmp_path / "no-pci")})
+        return gpu_facts.gather({"backend": "nvidia_smi", "nvidia_smi_path": str(script), "timeout": timeout,
+                                 "gather_subset": list(subset), "pci_devices_path": str(tmp_path / "no-pci")})
 
     gather.config = config
     return gather
@@ -202,7 +213,8 @@ def test_emulated_inactive_link(emulator):
     (emulator.config / "inactive_links").write_text("3 5\n")
     gpu = emulator("hgx-a100-8gpu")
     assert gpu["topology"]["nvlink_links_inactive"] == 1
-    assert gpu["topology"]["nvlink"]["GPU3"][5] == {"link": 5, "active": False, "speed_gbps": None}
+    assert gpu["topology"]["nvlink"]["GPU3"][5] == {"link": 5, "active": False, "speed_gbps": None,
+                                                    "remote_pci_bus_id": None, "remote_device_type": None}
 
 
 @pytest.mark.parametrize("profile, state", [("mismatch", "driver_library_mismatch"), ("no-devices", "no_devices")])
@@ -231,3 +243,303 @@ def test_commands_run_concurrently(emulator):
 def test_emulator_script_is_self_contained():
     assert os.access(str(EMULATOR), os.R_OK)
     assert "import ansible" not in EMULATOR.read_text(encoding="utf-8")
+
+
+# --- states from evidence: counts, lost GPUs, a module that is loaded ----------------------------------------
+
+LOST_TEXT = (FIXTURES / "42-error-gpu-lost" / "error.txt").read_text(encoding="utf-8")
+NO_DRIVER_TEXT = (FIXTURES / "41-error-couldnt-communicate-with-driver" / "error.txt").read_text(encoding="utf-8")
+HEALTHY_PCI = {"nvidia_gpus": 4, "nvswitches": 0}
+
+
+def xml_document(attached, bus_ids):
+    """A `-q -x` document in the v12 layout with one <gpu> per bus id (only what the assertions read)."""
+    gpus = "".join(
+        '<gpu id="%s"><product_name>NVIDIA A100-SXM4-80GB</product_name><uuid>GPU-%d</uuid>'
+        "<pci><pci_bus_id>%s</pci_bus_id></pci><fb_memory_usage><total>81920 MiB</total></fb_memory_usage></gpu>"
+        % (bus, number, bus) for number, bus in enumerate(bus_ids))
+    return ('<?xml version="1.0" ?>\n<nvidia_smi_log><driver_version>535.183.01</driver_version>'
+            "<cuda_version>12.2</cuda_version><attached_gpus>%d</attached_gpus>%s</nvidia_smi_log>\n" % (attached, gpus))
+
+
+BUSES = ["00000000:03:00.0", "00000000:04:00.0", "00000000:05:00.0", "00000000:06:00.0"]
+
+
+def test_a_lost_gpu_in_partial_output_is_gpu_lost_not_ok():
+    """What nvidia-smi does when a GPU falls off the bus: the XML of the others, the lost one on stderr, rc 15."""
+    results = {"inventory": (15, xml_document(4, BUSES[1:]), LOST_TEXT, False)}
+    facts = gpu_facts.assemble(["inventory"], results, HEALTHY_PCI, "535.183.01", None)
+    assert facts["state"] == "gpu_lost"
+    assert facts["count"] == 3 and facts["attached_gpus"] == 4
+    assert facts["lost_gpus"] == ["00000000:03:00.0"]
+    assert "00000000:03:00.0" in facts["message"] and "3 of 4" in facts["message"]
+
+
+def test_attached_gpus_the_driver_does_not_list_are_a_device_error():
+    results = {"inventory": (0, xml_document(4, BUSES[:3]), "", False)}
+    facts = gpu_facts.assemble(["inventory"], results, HEALTHY_PCI, "535.183.01", None)
+    assert facts["state"] == "device_error"
+    assert facts["message"] == "the driver says 4 GPUs are attached but lists 3"
+
+
+def test_more_gpus_on_the_pci_bus_than_the_driver_lists_are_a_device_error():
+    results = {"inventory": (0, xml_document(3, BUSES[:3]), "", False)}
+    facts = gpu_facts.assemble(["inventory"], results, HEALTHY_PCI, "535.183.01", None)
+    assert facts["state"] == "device_error"
+    assert facts["message"] == "the PCI bus shows 4 NVIDIA GPUs, the driver lists 3"
+    healthy = gpu_facts.assemble(["inventory"], {"inventory": (0, xml_document(4, BUSES), "", False)},
+                                 HEALTHY_PCI, "535.183.01", None)
+    assert healthy["state"] == "ok" and healthy["message"] == "4 GPUs, driver 535.183.01"
+
+
+def test_no_answer_while_a_module_is_loaded_is_not_driver_not_loaded():
+    results = dict((part, (255 if part != "inventory" else 0, NO_DRIVER_TEXT, "", False))
+                   for part in ("inventory", "topology", "nvlink"))
+    loaded = gpu_facts.assemble(["inventory", "topology", "nvlink"], results, HEALTHY_PCI, "535.183.01", None)
+    assert loaded["state"] == "error"
+    assert "kernel module 535.183.01 is loaded" in loaded["message"]
+    assert loaded["loaded_module_version"] == "535.183.01"
+    unloaded = gpu_facts.assemble(["inventory", "topology", "nvlink"], results, HEALTHY_PCI, None, None)
+    assert unloaded["state"] == "driver_not_loaded"
+
+
+def test_the_ok_message_counts_the_driver_list_not_the_matrix():
+    """The matrix of the p4d capture has 8 GPUs; the driver lists 4: the message says 4."""
+    results = {"inventory": (0, xml_document(4, BUSES), "", False), "topology": (0, P4D_TOPO, "", False)}
+    facts = gpu_facts.assemble(["inventory", "topology"], results, HEALTHY_PCI, "535.183.01", None)
+    assert facts["state"] == "ok"
+    assert facts["message"].startswith("4 GPUs, a topology matrix of 8")
+
+
+def test_gpus_without_nvlink_print_nothing_and_that_is_ok():
+    """Real nvidia-smi on PCIe-only GPUs: `nvlink -s` prints nothing and exits 0."""
+    results = {"inventory": (0, xml_document(4, BUSES), "", False), "nvlink": (0, "", "", False)}
+    facts = gpu_facts.assemble(["inventory", "nvlink"], results, HEALTHY_PCI, "535.183.01", None)
+    assert facts["state"] == "ok", facts["message"]
+    assert facts["topology"]["nvlink"] == {} and facts["topology"]["nvlink_links_active"] == 0
+    assert facts["errors"] == {}
+
+
+def test_a_gpu_with_every_link_down_is_named():
+    text = ("GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-0)\n\t Link 0: 25 GB/s\n\t Link 1: 25 GB/s\n"
+            "GPU 1: NVIDIA A100-SXM4-80GB (UUID: GPU-1)\n"
+            "NVML: Unable to retrieve NVLink information as all links are inActive\n")
+    results = {"inventory": (0, xml_document(2, BUSES[:2]), "", False), "nvlink": (0, text, "", False)}
+    facts = gpu_facts.assemble(["inventory", "nvlink"], results, {"nvidia_gpus": 2, "nvswitches": 0}, "535.183.01", None)
+    assert facts["topology"]["nvlink_gpus_all_inactive"] == ["GPU1"]
+    assert facts["topology"]["nvlink_links_active"] == 2
+
+
+# --- the NVML backend and the choice between backends ------------------------------------------------------
+
+def nvml_device(index, bus, **fields):
+    device = {"index": index, "name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-%d" % index, "pci_bus_id": bus,
+              "memory_total_mib": 81920, "compute_capability": "8.0", "temperature_c": 33, "power_draw_w": None,
+              "pcie": {"gen_current": 4, "gen_max": 4, "width_current": 16, "width_max": 16, "replay_counter": 0}}
+    device.update(fields)
+    return device
+
+
+def nvml_result(devices, state="ok", lost=(), missing=(), count=None):
+    labels = ["GPU%d" % device["index"] for device in devices]
+    link = {"link": 0, "active": True, "speed_gbps": 25.0, "remote_pci_bus_id": None, "remote_device_type": "gpu"}
+    return {
+        "state": state, "message": "" if state == "ok" else "NVML says %s" % state, "nvml_return": None,
+        "driver_version": "535.183.01", "cuda_driver_version": "12.2", "nvml_version": "12.535.183.01",
+        "count": len(devices) + len(lost) if count is None else count, "devices": devices, "lost": list(lost),
+        "missing": list(missing), "timings": {"init": 0.05, "gather": 0.01},
+        "topology": {
+            "gpus": labels, "matrix": dict((a, dict((b, "NV1") for b in labels if b != a)) for a in labels),
+            "cpu_affinity": dict((label, "0-15") for label in labels), "numa_affinity": dict((label, "0") for label in labels),
+            "gpu_numa_id": dict((label, "N/A") for label in labels), "nics": None, "gpu_nic": None,
+            "p2p": dict((a, dict((b, "OK") for b in labels if b != a)) for a in labels),
+            "nvlink": dict((label, [dict(link)]) for label in labels),
+        },
+    }
+
+
+def test_auto_takes_nvml_when_its_library_loads(monkeypatch, capsys, fake_smi, no_pci):
+    result = nvml_result([nvml_device(0, BUSES[0]), nvml_device(1, BUSES[1])])
+    out, recorder = run_main(monkeypatch, capsys, {"nvidia_smi_path": fake_smi, "pci_devices_path": no_pci}, {},
+                             nvml_gather=lambda timeout, library: result)
+    gpu = out["ansible_facts"]["gpu"]
+    assert recorder.calls == []
+    assert gpu["source"] == "nvml" and gpu["state"] == "ok", gpu["message"]
+    assert gpu["count"] == 2 and gpu["devices"][1]["compute_capability"] == "8.0"
+    assert gpu["topology"]["shape"] == "2 GPUs, NV1 all-to-all"
+    assert gpu["topology"]["nvlink"]["GPU0"][0]["remote_device_type"] == "gpu"
+    assert gpu["topology"]["nics"] is None
+    assert gpu["message"] == "2 GPUs, NV1 all-to-all, driver 535.183.01"
+
+
+def test_auto_falls_back_to_nvidia_smi_without_the_library(monkeypatch, capsys, fake_smi, no_pci):
+    answers = {"-q -x": (0, xml_document(2, BUSES[:2]), "", False), "topo -m": (0, P4D_TOPO, "", False),
+               "nvlink -s": (0, "", "", False)}
+    out, recorder = run_main(monkeypatch, capsys, {"nvidia_smi_path": fake_smi, "pci_devices_path": no_pci}, answers)
+    gpu = out["ansible_facts"]["gpu"]
+    assert len(recorder.calls) == 3
+    assert gpu["source"] == "nvidia_smi"
+    assert "cannot open shared object file" in gpu["errors"]["nvml"]
+    assert gpu["devices"][0]["compute_capability"] is None
+
+
+def test_backend_nvml_without_the_library_is_not_installed(monkeypatch, capsys, fake_smi, no_pci):
+    out, recorder = run_main(monkeypatch, capsys, {"backend": "nvml", "nvidia_smi_path": fake_smi,
+                                                   "pci_devices_path": no_pci}, {})
+    gpu = out["ansible_facts"]["gpu"]
+    assert recorder.calls == []
+    assert gpu["state"] == "not_installed" and gpu["message"].startswith("NVML: ")
+
+
+def test_backend_nvidia_smi_never_loads_nvml(monkeypatch, capsys, fake_smi, no_pci):
+    def forbidden(timeout, library):
+        raise AssertionError("NVML was loaded")
+
+    answers = {"-q -x": (0, xml_document(1, BUSES[:1]), "", False)}
+    out, _recorder = run_main(monkeypatch, capsys, {"backend": "nvidia_smi", "nvidia_smi_path": fake_smi,
+                                                    "gather_subset": ["inventory"], "pci_devices_path": no_pci},
+                              answers, nvml_gather=forbidden)
+    assert out["ansible_facts"]["gpu"]["source"] == "nvidia_smi"
+
+
+def test_calls_missing_from_nvml_are_filled_from_nvidia_smi_by_bus_id(monkeypatch, capsys, fake_smi, no_pci):
+    """An older driver's library lacks a call: auto fills that field from `-q -x`, matching GPUs by bus id."""
+    devices = [nvml_device(0, BUSES[1], memory_total_mib=None), nvml_device(1, BUSES[0], memory_total_mib=None)]
+    result = nvml_result(devices, missing=["nvmlDeviceGetMemoryInfo"])
+    xml = xml_document(2, BUSES[:2]).replace("<total>81920 MiB</total>", "<total>40960 MiB</total>", 1)
+    out, recorder = run_main(monkeypatch, capsys, {"nvidia_smi_path": fake_smi, "pci_devices_path": no_pci},
+                             {"-q -x": (0, xml, "", False)}, nvml_gather=lambda timeout, library: result)
+    gpu = out["ansible_facts"]["gpu"]
+    assert [call[0][1:] for call in recorder.calls] == [["-q", "-x"]]
+    assert gpu["source"] == "nvml+nvidia_smi"
+    assert gpu["nvml_missing"] == ["nvmlDeviceGetMemoryInfo"]
+    by_bus = dict((device["pci_bus_id"], device["memory_total_mib"]) for device in gpu["devices"])
+    assert by_bus == {BUSES[0]: 40960, BUSES[1]: 81920}
+
+
+@pytest.mark.parametrize("state", ["driver_library_mismatch", "driver_not_loaded", "no_devices", "timeout"])
+def test_nvml_states_come_from_its_return_codes(state):
+    facts = gpu_facts.assemble_nvml(["inventory"], nvml_result([], state=state), HEALTHY_PCI, None)
+    assert facts["state"] == state and facts["source"] == "nvml"
+    assert facts["message"] == "NVML says %s" % state
+
+
+def test_nvml_driver_not_loaded_beside_a_loaded_module_is_an_error():
+    facts = gpu_facts.assemble_nvml(["inventory"], nvml_result([], state="driver_not_loaded"), HEALTHY_PCI,
+                                    "535.183.01")
+    assert facts["state"] == "error" and "kernel module 535.183.01 is loaded" in facts["message"]
+
+
+def test_nvml_lost_gpu():
+    devices = [nvml_device(index, BUSES[index]) for index in (0, 1, 3)]
+    result = nvml_result(devices, state="gpu_lost",
+                         lost=[{"index": 2, "pci_bus_id": BUSES[2], "nvml_return": "NVML_ERROR_GPU_IS_LOST"}])
+    facts = gpu_facts.assemble_nvml(["inventory", "topology", "nvlink"], result, HEALTHY_PCI, "535.183.01")
+    assert facts["state"] == "gpu_lost" and facts["lost_gpus"] == [BUSES[2]]
+    assert facts["count"] == 3 and facts["attached_gpus"] == 4
+
+
+# --- both backends on the same emulated hardware -----------------------------------------------------------
+#
+# The nvidia-smi emulator and the fake libnvidia-ml.so.1 (tests/emulator/fake_nvml, built here with gcc) read the
+# same profile; the module must give the same facts from either, except what only one of them can see
+# (tools/bench/compare_backends.py says which).
+
+import importlib.util  # noqa: E402  pylint: disable=wrong-import-position
+import shutil  # noqa: E402  pylint: disable=wrong-import-position
+import subprocess  # noqa: E402  pylint: disable=wrong-import-position
+
+EMULATION = HERE.parents[2] / "emulator"
+sys.path.insert(0, str(HERE.parents[3] / "tools" / "bench"))
+import compare_backends  # noqa: E402  pylint: disable=wrong-import-position,wrong-import-order
+
+PROFILE_NAMES = sorted(path.stem for path in (EMULATION / "profiles").glob("*.json")
+                       if "bus_ids" in json.loads(path.read_text(encoding="utf-8")))
+FAULTS = {
+    "none": None,
+    "links down": {"inactive_links": [[1, 0], [1, 2]], "all_links_inactive": [3]},
+    "health": {"gpus": {"0": {"ecc_sram_uncorrectable_volatile": 2, "ecc_dram_correctable_volatile": 5,
+                              "clock_event_reasons": ["sw_power_cap", "gpu_idle"], "temperature_c": 91,
+                              "compute_mode": "Exclusive_Process", "pcie_width_current": 8,
+                              "remapped_rows": {"correctable": 1, "uncorrectable": 2, "pending": True, "failure": False},
+                              "retired_pages_pending": True, "reset_required": True}}},
+    "lost": {"lost_gpus": [1]},
+}
+
+
+@pytest.fixture(scope="module")
+def fake_nvml_library(tmp_path_factory):
+    gcc = shutil.which("gcc")
+    assert gcc, "gcc builds the fake libnvidia-ml.so.1 (tools/host-deps.sh installs it)"
+    output = tmp_path_factory.mktemp("fake-nvml") / "libnvidia-ml.so.1"
+    subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-o", str(output)]
+                   + [str(path) for path in sorted((EMULATION / "fake_nvml").glob("*.c"))], check=True)
+    return str(output)
+
+
+@pytest.fixture(scope="module")
+def profile_tool():
+    spec = importlib.util.spec_from_file_location("gpufleet_emulator_profile", str(EMULATION / "emulator_profile.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def both_backends(fake_nvml_library, profile_tool, tmp_path, monkeypatch):
+    config = tmp_path / "config"
+    config.mkdir()
+    pci = tmp_path / "pci"
+    pci.mkdir()
+    script = tmp_path / "nvidia-smi"
+    script.write_text("#!/bin/sh\nexec %s %s \"$@\"\n" % (sys.executable, EMULATOR))
+    script.chmod(0o755)
+    monkeypatch.setenv("GPUFLEET_EMULATOR_CONFIG", str(config))
+    monkeypatch.setenv("GPUFLEET_NVML_CONF", str(config / "nvml.conf"))
+    monkeypatch.setattr(gpu_facts, "loaded_module_version", lambda: "535.183.01")
+
+    def gather(name, faults=None):
+        profile = json.loads((EMULATION / "profiles" / (name + ".json")).read_text(encoding="utf-8"))
+        if faults is not None:
+            (config / "faults.json").write_text(json.dumps(faults), encoding="utf-8")
+        (config / "nvml.conf").write_text(profile_tool.render_nvml_conf(profile, name, faults), encoding="utf-8")
+        profile_tool.lay_out_pci(profile, str(pci))
+        monkeypatch.setenv("GPUFLEET_EMULATOR_PROFILE", name)
+        params = {"nvidia_smi_path": str(script), "nvml_library": fake_nvml_library, "timeout": 10,
+                  "gather_subset": ["all"], "pci_devices_path": str(pci)}
+        return (gpu_facts.gather(dict(params, backend="nvml")), gpu_facts.gather(dict(params, backend="nvidia_smi")))
+
+    return gather
+
+
+@pytest.mark.parametrize("faults", sorted(FAULTS))
+@pytest.mark.parametrize("profile", PROFILE_NAMES)
+def test_both_backends_give_equal_facts(both_backends, profile, faults):
+    nvml_facts, smi_facts = both_backends(profile, FAULTS[faults])
+    assert nvml_facts["source"] == "nvml" and smi_facts["source"] == "nvidia_smi"
+    assert nvml_facts["state"] == smi_facts["state"]
+    if faults == "lost":
+        # nvidia-smi's topo -m fails outright with a lost GPU and its error names the GPU by bus id, where
+        # NVML has no handle to ask: the answering GPUs must agree, and both must say which one is gone.
+        assert nvml_facts["state"] == "gpu_lost"
+        assert (nvml_facts["count"], nvml_facts["attached_gpus"]) == (smi_facts["count"], smi_facts["attached_gpus"])
+        assert nvml_facts["lost_gpus"] == ["index 1"] and smi_facts["lost_gpus"] == ["00000000:" + PROFILE_BUS(profile, 1)]
+        assert compare_backends.differences({"devices": nvml_facts["devices"]}, {"devices": smi_facts["devices"]}) == []
+        return
+    assert compare_backends.differences(nvml_facts, smi_facts) == []
+    if faults == "none":
+        assert nvml_facts["state"] == "ok", nvml_facts["message"]
+
+
+def PROFILE_BUS(name, index):  # pylint: disable=invalid-name
+    return json.loads((EMULATION / "profiles" / (name + ".json")).read_text(encoding="utf-8"))["bus_ids"][index].upper()
+
+
+def test_the_comparison_sees_a_difference(both_backends):
+    nvml_facts, smi_facts = both_backends("pairs-4gpu")
+    smi_facts["devices"][2]["temperature_c"] += 1
+    smi_facts["topology"]["matrix"]["GPU0"]["GPU1"] = "NV2"
+    assert compare_backends.differences(nvml_facts, smi_facts) == [
+        "gpu.devices[2].temperature_c: nvml=%d nvidia_smi=%d" % (nvml_facts["devices"][2]["temperature_c"],
+                                                                smi_facts["devices"][2]["temperature_c"]),
+        "gpu.topology.matrix.GPU0.GPU1: nvml='NV4' nvidia_smi='NV2'"]
