@@ -8,11 +8,11 @@ Each filter is documented in its own file beside this one (``gpufleet_node_healt
 ``gpufleet_report_node.yml``); docs/health-gates.md explains the gates.
 
 Names checked at the source:
-- clock event reasons: the ``clocks_event_reason_*`` elements of ``nvidia-smi -q -x`` (535+; ``clocks_throttle_reason_*``
-  before), e.g. ../shared fixture 31 (A100, 535) copied as tests/unit/plugins/module_utils fixtures, and the
-  ``nvmlClocksEventReason*`` masks of nvml.h (NVIDIA/go-nvml, gen/nvml/nvml.h);
+- clock event reasons: the ``clocks_event_reason_*`` elements of ``nvidia-smi -q -x`` (535 and later;
+  ``clocks_throttle_reason_*`` before), as in the real captures under tests/unit/plugins/module_utils/fixtures/nvidia-smi,
+  and the ``nvmlClocksEventReason*`` bits of nvml.h (NVIDIA/go-nvml, gen/nvml/nvml.h);
 - fabric states: ``NVML_GPU_FABRIC_STATE_NOT_SUPPORTED / NOT_STARTED / IN_PROGRESS / COMPLETED`` of nvml.h
-  (https://docs.nvidia.com/deploy/nvml-api/group__nvmlFabricDefs.html); nvidia-smi prints "Completed" and "N/A".
+  (https://docs.nvidia.com/deploy/nvml-api/group__nvmlFabricDefs.html); nvidia-smi prints "Completed" or "N/A".
 """
 
 from __future__ import absolute_import, division, print_function
