@@ -200,6 +200,7 @@ FI_DEV_NVLINK_GET_SPEED = 164
 FI_DEV_RESET_STATUS = 226
 FI_DEV_DRAIN_AND_RESET_STATUS = 227
 FI_DEV_GET_GPU_RECOVERY_ACTION = 230
+FI_DEV_POWER_INSTANT = 186  # milliwatts
 
 # nvmlDeviceGpuRecoveryAction_t -> (reset required, drain and reset recommended) where the action says so for
 # sure: NONE (0) neither, GPU_RESET (1) a reset, DRAIN_AND_RESET (4) both. NODE_REBOOT, DRAIN_P2P and
@@ -761,8 +762,13 @@ def _device(nvml, index, handle):
     if nvml.call("nvmlDeviceGetEccMode", label, handle, ctypes.byref(ecc_current), ctypes.byref(ecc_pending)):
         ecc_mode = {"current": ecc_current.value == _FEATURE_ENABLED, "pending": ecc_pending.value == _FEATURE_ENABLED}
     reset_fields = (FI_DEV_RESET_STATUS, FI_DEV_DRAIN_AND_RESET_STATUS, FI_DEV_GET_GPU_RECOVERY_ACTION)
-    values = nvml.fields(label, handle, [(field, 0) for field in reset_fields])
+    values = nvml.fields(label, handle, [(field, 0) for field in reset_fields + (FI_DEV_POWER_INSTANT,)])
     reset_required, drain = reset_status(*[values[(field, 0)] for field in reset_fields])
+    # The instant draw (as nvidia-smi prints instant_power_draw) where the driver has the field; else
+    # nvmlDeviceGetPowerUsage, which newer GPUs average over a second.
+    power_mw = values[(FI_DEV_POWER_INSTANT, 0)]
+    if power_mw is None:
+        power_mw = nvml.uint("nvmlDeviceGetPowerUsage", label, handle)
     device = {
         "index": index,
         "name": nvml.text("nvmlDeviceGetName", label, _NAME_SIZE, handle),
@@ -799,7 +805,7 @@ def _device(nvml, index, handle):
             "replay_counter": nvml.uint("nvmlDeviceGetPcieReplayCounter", label, handle),
         },
         "power_limit_w": watts(nvml.uint("nvmlDeviceGetEnforcedPowerLimit", label, handle)),
-        "power_draw_w": watts(nvml.uint("nvmlDeviceGetPowerUsage", label, handle)),
+        "power_draw_w": watts(power_mw),
         "temperature_c": nvml.uint("nvmlDeviceGetTemperature", label, handle, ctypes.c_int(_TEMPERATURE_GPU)),
         "clock_event_reasons_active": _clock_reasons(nvml, label, handle),
         "fabric": _fabric(nvml, label, handle),

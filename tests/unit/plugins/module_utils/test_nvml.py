@@ -555,6 +555,7 @@ int nvmlDeviceGetFieldValues(dev_t_ d, int n, struct field *f) {
         if (f[i].id == 226) f[i].value.ui = IDX(d) == 1;
         else if (f[i].id == 227) f[i].ret = 3;
         else if (f[i].id == 90) f[i].value.ui = 25000;
+        else if (f[i].id == 186 && IDX(d) == 1) f[i].value.ui = 312500;
         else f[i].ret = 3;
     }
     return 0;
@@ -630,6 +631,7 @@ def test_stub_direct_links_affinity_and_health(stub, monkeypatch):
     assert second["fabric"] == {"state": "In Progress", "status": None}
     assert first["fabric"] == {"state": "Completed", "status": "Success"}
     assert (second["compute_mode"], second["pcie"]["width_current"], second["module_id"]) == ("Exclusive_Process", 8, 2)
+    assert (first["power_draw_w"], second["power_draw_w"]) == (61.25, 312.5)  # GPU1 answers the instant power field
     assert result["absent"] == [] and result["errors"] == []
     assert result["timings"]["init"] is not None and result["timings"]["total"] >= result["timings"]["gather"]
 
