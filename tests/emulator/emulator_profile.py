@@ -401,8 +401,8 @@ def render_nvml_conf(profile, name, faults=None, profiles_dir=PROFILES):
     with open(os.path.join(profiles_dir, profile["topology"]), encoding="utf-8") as handle:
         topology = read_topology(handle.read())
     if topology["gpus"] != len(profile["bus_ids"]):
-        raise ValueError("profile %s: %d bus ids, %d GPUs in its topology" % (name, len(profile["bus_ids"]),
-                                                                                topology["gpus"]))
+        raise ValueError("profile %s: %d bus ids, %d GPUs in its topology"
+                         % (name, len(profile["bus_ids"]), topology["gpus"]))
     if (profile.get("nvlink") or {}).get("links_per_gpu", 0) > NVML_NVLINK_MAX_LINKS:
         raise ValueError("profile %s: more links than NVML_NVLINK_MAX_LINKS" % name)
     ends = nvlink_ends(profile, topology)
