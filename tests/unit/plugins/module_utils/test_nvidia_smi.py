@@ -551,8 +551,10 @@ def glue_header(text, first, second):
     raise AssertionError("no header")
 
 
-@pytest.mark.parametrize("prefix, first, second", [("05", "NIC6", "NIC7"), ("18", "mlx5_9", "mlx5_10"),
-                                                    ("27", "NIC3", "CPU")])
+GLUES = [("05", "NIC6", "NIC7"), ("18", "mlx5_9", "mlx5_10"), ("27", "NIC3", "CPU")]
+
+
+@pytest.mark.parametrize("prefix, first, second", GLUES)
 def test_glued_nic_header_does_not_invent_a_nic(prefix, first, second):
     path = next(FIXTURES.glob(prefix + "-*/topo-m.txt"))
     glued = nvidia_smi.parse_topology(glue_header(read(path), first, second))

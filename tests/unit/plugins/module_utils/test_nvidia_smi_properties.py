@@ -235,8 +235,8 @@ def nvlink_machine(draw):
     for index in range(draw(st.integers(1, 8))):
         state = draw(st.sampled_from(["links", "links", "all_inactive"]))
         links = [draw(st.sampled_from([None, 25.781, 26.562, 50.0])) for _link in range(draw(st.integers(1, 18)))]
-        gpus.append({"index": index, "name": draw(st.sampled_from(["NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3",
-                                                                     "Tesla V100-SXM2-32GB"])),
+        name = draw(st.sampled_from(["NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "Tesla V100-SXM2-32GB"]))
+        gpus.append({"index": index, "name": name,
                      "uuid": "GPU-%08x-0000" % draw(st.integers(0, 2 ** 32 - 1)),
                      "all_inactive": state == "all_inactive", "links": [] if state == "all_inactive" else links})
     return gpus
@@ -283,6 +283,7 @@ def test_nvlink_status_is_never_wrong(case):
 
 
 XML_SCHEMAS = ("v11", "v12-535", "v12-570", "v13")
+REASONS = ("gpu_idle", "sw_power_cap", "hw_slowdown", "sw_thermal_slowdown")
 NO_VALUES = ["N/A", "[N/A]", "Not Supported", "[Unknown Error]", "Unknown Error"]
 
 
@@ -299,8 +300,7 @@ def xml_machine(draw):
             "power_draw_w": draw(st.sampled_from([61.5, 300.25, 699.0])),
             "average_w": draw(st.sampled_from([60.0, 298.5])),
             "dram": draw(st.integers(0, 3)), "sram": draw(st.integers(0, 3)), "secded": draw(st.integers(0, 3)),
-            "reasons": sorted(draw(st.sets(st.sampled_from(["gpu_idle", "sw_power_cap", "hw_slowdown",
-                                                              "sw_thermal_slowdown"])))),
+            "reasons": sorted(draw(st.sets(st.sampled_from(REASONS)))),
             "pending": draw(st.booleans()),
             "replay": draw(st.integers(0, 1000)),
         })
@@ -318,9 +318,9 @@ def render_xml(schema, gpus, blank, no_value):
              "<attached_gpus>%d</attached_gpus>" % len(gpus)]
     for gpu in gpus:
         module = value(gpu, "module_id", str(gpu["module_id"]))
-        reasons = "".join("<%s%s>%s</%s%s>" % (prefix, name, value(gpu, "reasons", "Active" if name in gpu["reasons"]
-                                                                     else "Not Active"), prefix, name)
-                          for name in ("gpu_idle", "sw_power_cap", "hw_slowdown", "sw_thermal_slowdown"))
+        states = dict((name, "Active" if name in gpu["reasons"] else "Not Active") for name in REASONS)
+        reasons = "".join("<%s%s>%s</%s%s>" % (prefix, name, value(gpu, "reasons", states[name]), prefix, name)
+                          for name in REASONS)
         if schema == "v13":
             sram = "<sram_uncorrectable_parity>%s</sram_uncorrectable_parity><sram_uncorrectable_secded>%s" \
                    "</sram_uncorrectable_secded>" % (value(gpu, "sram", str(gpu["sram"])), gpu["secded"])
