@@ -145,8 +145,8 @@ AFFINITY_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 
 def read_topology(text):
     """The GPU part of a ``nvidia-smi topo -m`` capture: {"gpus": n, "relation": {(i, j): "NV12"|"SYS"|...},
-    "cpu_affinity": [...], "numa_affinity": [...], "gpu_numa_id": [...]} (affinity values as printed, None where
-    the capture has no such column). A reader for the emulator's own clean profiles: it raises ValueError on
+    "cpu_affinity": [...], "numa_affinity": [...], "gpu_numa_id": [...], "columns": [the affinity columns printed]}
+    (affinity values as printed, None where the capture has no such column). A reader for the emulator's own clean profiles: it raises ValueError on
     anything it does not recognise rather than guess."""
     lines = [line for line in text.splitlines() if line.strip()]
     header = lines[0]
@@ -160,7 +160,7 @@ def read_topology(text):
     gpu_columns = [position for position, device in enumerate(devices) if re.match(r"^GPU\d+$", device)]
     if [devices[position] for position in gpu_columns] != ["GPU%d" % index for index in range(len(gpu_columns))]:
         raise ValueError("topology: GPU columns out of order in %r" % header)
-    result = {"gpus": len(gpu_columns), "relation": {}}
+    result = {"gpus": len(gpu_columns), "relation": {}, "columns": labels}
     for label in AFFINITY_COLUMNS:
         result[label.lower().replace(" ", "_")] = [None] * len(gpu_columns)
     rows = [line.split() for line in lines[1:] if re.match(r"^GPU\d+\s", line)]
@@ -377,7 +377,10 @@ def gpu_lines(profile, name, index, settings, topology, ends, faults):
         out.append("cpu_affinity %s" % ",".join(cpu_list_words(topology["cpu_affinity"][index])))
     if topology["numa_affinity"][index] is not None:
         out.append("memory_affinity %s" % ",".join(cpu_list_words(topology["numa_affinity"][index])))
-    if topology["gpu_numa_id"][index] is not None:
+    if "GPU NUMA ID" not in topology["columns"]:
+        # nvidia-smi of drivers before nvmlDeviceGetNumaNodeId (NVML 12.4) prints no such column
+        out.append("numa_node unimplemented")
+    elif topology["gpu_numa_id"][index] is not None:
         out.append("numa_node %d" % int(topology["gpu_numa_id"][index]))
     out.append("end")
     return out

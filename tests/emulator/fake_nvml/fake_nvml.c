@@ -212,7 +212,7 @@ struct nvmlDevice_st {
     int links;
     struct link link[NVML_NVLINK_MAX_LINKS];
     int has_ancestor[MAX_GPUS], ancestor[MAX_GPUS], p2p[MAX_GPUS][5];
-    int cpu_words, memory_words, has_numa_node;
+    int cpu_words, memory_words, has_numa_node, numa_node_unimplemented;
     unsigned long cpu_affinity[MAX_WORDS], memory_affinity[MAX_WORDS];
     unsigned int numa_node;
 };
@@ -458,6 +458,10 @@ static int parse_line(const char *key, const char *value, struct nvmlDevice_st *
         return parse_words(value, d->cpu_affinity, &d->cpu_words);
     if (strcmp(key, "memory_affinity") == 0)
         return parse_words(value, d->memory_affinity, &d->memory_words);
+    if (strcmp(key, "numa_node") == 0 && strcmp(value, "unimplemented") == 0) {
+        d->numa_node_unimplemented = 1;
+        return 0;
+    }
     if (strcmp(key, "numa_node") == 0)
         return (d->has_numa_node = sscanf(value, "%u", &d->numa_node) == 1) ? 0 : -1;
     return -1;
@@ -1194,10 +1198,13 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryAffinity(struct nvmlDevice_st *device, un
     return fill_words(nodeSetSize, nodeSet, d->memory_affinity, d->memory_words);
 }
 
-/* The GPU's own NUMA node (topo -m's "GPU NUMA ID"), only where GPUs are NUMA nodes (GH200 and the like). */
+/* The GPU's own NUMA node (topo -m's "GPU NUMA ID"), only where GPUs are NUMA nodes (GH200 and the like). Where
+ * the profile's capture comes from a driver without that column, FUNCTION_NOT_FOUND: that NVML lacks the call. */
 EXPORT nvmlReturn_t nvmlDeviceGetNumaNodeId(struct nvmlDevice_st *device, unsigned int *node)
 {
     DEVICE(device, d);
+    if (d->numa_node_unimplemented)
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
     if (!node)
         return NVML_ERROR_INVALID_ARGUMENT;
     if (!d->has_numa_node)

@@ -35,7 +35,8 @@ HEALTHY = sorted(path.stem for path in PROFILES.glob("*.json") if "bus_ids" in j
 
 # nvmlReturn_t
 SUCCESS, UNINITIALIZED, INVALID_ARGUMENT, NOT_SUPPORTED = 0, 1, 2, 3
-NOT_FOUND, INSUFFICIENT_SIZE, DRIVER_NOT_LOADED, GPU_IS_LOST, LIB_RM_VERSION_MISMATCH = 6, 7, 9, 15, 18
+NOT_FOUND, INSUFFICIENT_SIZE, DRIVER_NOT_LOADED, FUNCTION_NOT_FOUND, GPU_IS_LOST = 6, 7, 9, 13, 15
+LIB_RM_VERSION_MISMATCH = 18
 
 # The NVML functions of the shared contract (plugins/module_utils/nvml.py's FUNCTIONS adds to them).
 CONTRACT_FUNCTIONS = (
@@ -334,7 +335,9 @@ def test_topology_follows_the_capture(nvml, name):
         assert cpus == expand(topology["cpu_affinity"][index])
         assert nvml.nvmlDeviceGetMemoryAffinity(device, 4, words, 0) == SUCCESS
         assert {bit for bit in range(64) if words[0] >> bit & 1} == {int(topology["numa_affinity"][index])}
-        assert nvml.uint("nvmlDeviceGetNumaNodeId", device) == ("error", NOT_SUPPORTED)     # GPU NUMA ID N/A
+        # GPU NUMA ID N/A: NOT_SUPPORTED; no such column (a driver before NVML 12.4 added the call): not implemented
+        assert nvml.uint("nvmlDeviceGetNumaNodeId", device) == (
+            "error", NOT_SUPPORTED if "GPU NUMA ID" in topology["columns"] else FUNCTION_NOT_FOUND)
 
 
 def expand(cpu_list):
