@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The device check for a machine with real NVIDIA GPUs (issue 15, item 7): one command, a few minutes at most.
 
     python3 tools/device_check.py OUTDIR [--runs N]
@@ -107,8 +106,8 @@ def main():
         "GPUs: %s; driver %s; states: nvml %s (%s), nvidia_smi %s (%s)." % (
             facts["nvidia_smi"]["count"], facts["nvidia_smi"]["driver_version"], facts["nvml"]["state"],
             facts["nvml"]["message"], facts["nvidia_smi"]["state"], facts["nvidia_smi"]["message"]),
-        "`nvidia-smi nvlink -s`: exit %s, %d bytes." % (meta["nvlink-s.txt"]["rc"],
-                                                      (captures / "nvlink-s.txt").stat().st_size),
+        "`nvidia-smi nvlink -s`: exit %s, %d bytes." % (
+            meta["nvlink-s.txt"]["rc"], (captures / "nvlink-s.txt").stat().st_size),
         "",
         "| what (%d runs) | median (min-max) |" % args.runs,
         "|---|---:|",

@@ -137,6 +137,7 @@ SUCCESS = 0
 ERROR_INVALID_ARGUMENT = 2
 ERROR_NOT_SUPPORTED = 3
 ERROR_INSUFFICIENT_SIZE = 7
+ERROR_FUNCTION_NOT_FOUND = 13
 ERROR_GPU_IS_LOST = 15
 
 # States gather() reports: nvidia_smi.ERROR_STATES plus two of its own. Kept literal here so that the
@@ -590,7 +591,8 @@ class _Nvml:
         return self._functions[name]
 
     def raw(self, name, *args):
-        """The return code of name(*args), or None when the library lacks the symbol."""
+        """The return code of name(*args), or None when the library lacks the symbol or the driver the call
+        (NVML_ERROR_FUNCTION_NOT_FOUND)."""
         function = self.function(name)
         if function is None:
             self.absent.add(name)
@@ -598,7 +600,13 @@ class _Nvml:
             return None
         if self.progress is not None:
             self.progress(name if self.device is None else "%s on %s" % (name, self.device))
-        return function(*args)
+        code = function(*args)
+        if code == ERROR_FUNCTION_NOT_FOUND:
+            # The library has the symbol but this driver does not implement the call: as good as absent.
+            self.absent.add(name)
+            self.missing.add(name)
+            return None
+        return code
 
     def error_string(self, code):
         function = self.function("nvmlErrorString")

@@ -324,7 +324,7 @@ ansible_facts:
               sample: 0
             remapped_rows:
               description: Row remapping (A100 and newer), C(correctable) and C(uncorrectable) counts, C(pending) (a
-                reset is needed to remap) and C(failure) (a remap failed: the GPU needs service); null where
+                reset is needed to remap) and C(failure) (a remap failed, so the GPU needs service); null where
                 unsupported.
               type: dict
               sample: {"correctable": 0, "uncorrectable": 0, "pending": false, "failure": false}
@@ -638,12 +638,17 @@ def gpus_phrase(count):
 def shape(count, summary, nvswitch):
     """The NVLink shape in words, e.g. '8 GPUs, NV12 all-to-all' or '4 GPUs, 2 NV4 pairs'."""
     gpus = gpus_phrase(count)
+    if not summary.get("complete", True) and not summary["pairs"]:
+        return gpus + ", NVLink unknown (the matrix could not be read whole)"
     if not summary["pairs"]:
         return gpus + ", no NVLink"
     widths = "/".join("NV%d" % width for width in summary["bond_widths"])
     if summary["all_to_all"]:
         return "%s, %s all-to-all%s" % (gpus, widths, " (NVSwitch)" if nvswitch else "")
-    return "%s, %d %s pair%s" % (gpus, summary["pairs"], widths, "" if summary["pairs"] == 1 else "s")
+    pairs = "%s, %d %s pair%s" % (gpus, summary["pairs"], widths, "" if summary["pairs"] == 1 else "s")
+    if summary["all_to_all"] is None or not summary.get("complete", True):
+        return pairs + " known (the matrix could not be read whole)"
+    return pairs
 
 
 def refine(state, message, module_version, library_version):
@@ -924,7 +929,9 @@ def gather(params):
             facts["nvml_library"] = library
             facts["nvidia_smi"] = binary
             facts["timings"] = dict(("nvml " + name, seconds) for name, seconds in (result.get("timings") or {}).items())
-            if backend == "auto" and facts["nvml_missing"] and binary and "inventory" in parts and facts["devices"]:
+            # Only calls the library lacks send auto to nvidia-smi; NOT_SUPPORTED (no fabric on an A100) is an
+            # answer, and nvidia-smi, on the same library, prints N/A for it too.
+            if backend == "auto" and result.get("absent") and binary and "inventory" in parts and facts["devices"]:
                 smi = run_concurrently(binary, ["inventory"], params["timeout"])
                 try:
                     filled = fill_missing(facts, parse_query_xml(smi[0]["inventory"][1]))

@@ -406,6 +406,7 @@ def test_calls_missing_from_nvml_are_filled_from_nvidia_smi_by_bus_id(monkeypatc
     """An older driver's library lacks a call: auto fills that field from `-q -x`, matching GPUs by bus id."""
     devices = [nvml_device(0, BUSES[1], memory_total_mib=None), nvml_device(1, BUSES[0], memory_total_mib=None)]
     result = nvml_result(devices, missing=["nvmlDeviceGetMemoryInfo"])
+    result["absent"] = ["nvmlDeviceGetMemoryInfo"]
     xml = xml_document(2, BUSES[:2]).replace("<total>81920 MiB</total>", "<total>40960 MiB</total>", 1)
     out, recorder = run_main(monkeypatch, capsys, {"nvidia_smi_path": fake_smi, "pci_devices_path": no_pci},
                              {"-q -x": (0, xml, "", False)}, nvml_gather=lambda timeout, library: result)
@@ -415,6 +416,14 @@ def test_calls_missing_from_nvml_are_filled_from_nvidia_smi_by_bus_id(monkeypatc
     assert gpu["nvml_missing"] == ["nvmlDeviceGetMemoryInfo"]
     by_bus = dict((device["pci_bus_id"], device["memory_total_mib"]) for device in gpu["devices"])
     assert by_bus == {BUSES[0]: 40960, BUSES[1]: 81920}
+
+
+def test_not_supported_calls_are_answers_not_a_reason_for_nvidia_smi(monkeypatch, capsys, fake_smi, no_pci):
+    result = nvml_result([nvml_device(0, BUSES[0])], missing=["nvmlDeviceGetGpuFabricInfo"])
+    result["absent"] = []
+    out, recorder = run_main(monkeypatch, capsys, {"nvidia_smi_path": fake_smi, "pci_devices_path": no_pci}, {},
+                             nvml_gather=lambda timeout, library: result)
+    assert recorder.calls == [] and out["ansible_facts"]["gpu"]["source"] == "nvml"
 
 
 @pytest.mark.parametrize("state", ["driver_library_mismatch", "driver_not_loaded", "no_devices", "timeout"])
