@@ -404,3 +404,79 @@ def test_real_captures_of_idle_gpus(capture, failures):
     health = gpufleet_node_health(gpu, {"persistence_expected": False})      # workstations and cloud VMs
     assert health["failures"] == failures
     assert not [warning for warning in health["warnings"] if "while busy" in warning]
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# The gates over the facts both backends of gpu_facts gather from the emulated hardware (tests/emulator: the
+# nvidia-smi emulator and the fake libnvidia-ml.so.1 built from the same profile), with the faults the fleet
+# scenario plants (extensions/molecule/fleet/plant-faults.yml) and one more: the unit-level run of that scenario.
+EMULATED = [
+    ("hgx-a100-8gpu", None, []),
+    ("hgx-a100-8gpu", {"gpus": {"0": {"fabric_state": "Completed", "fabric_status": "Success"}}}, []),
+    ("hgx-a100-8gpu", {"gpus": {"0": {"fabric_state": "In Progress", "fabric_status": None}}},
+     ["GPU0: NVLink fabric In Progress, not Completed (fabric manager)"]),
+    ("pairs-4gpu", {"inactive_links": [[0, 2]], "all_links_inactive": [3],
+                    "gpus": {"1": {"ecc_dram_uncorrectable_volatile": 2, "ecc_dram_uncorrectable_aggregate": 2},
+                             "2": {"remapped_rows": {"correctable": 0, "uncorrectable": 1, "pending": True, "failure": False}}}},
+     ["NVLink inactive: GPU0 link 2; GPU3 all links", "GPU1: 2 uncorrected ECC errors since the driver loaded (max 0)",
+      "GPU2: row remapping pending (reset the GPU)"]),
+    ("pcie-4gpu", {"gpus": {"0": {"compute_mode": "Exclusive_Process"},
+                            "3": {"clock_event_reasons": ["gpu_idle", "hw_thermal_slowdown"], "temperature_c": 91}}},
+     ["GPU0: compute mode Exclusive_Process, not Default", "GPU3: hw_thermal_slowdown while idle"]),
+]
+
+
+@pytest.fixture(scope="module")
+def emulated_node(tmp_path_factory):
+    import importlib.util
+    import json
+    import pathlib
+    import shutil
+    import subprocess
+    import sys
+    from ansible_collections.gpufleet.node.plugins.modules import gpu_facts
+    emulation = pathlib.Path(__file__).resolve().parents[4] / "tests" / "emulator"
+    gcc = shutil.which("gcc")
+    assert gcc, "gcc builds the fake libnvidia-ml.so.1 (tools/host-deps.sh installs it)"
+    work = tmp_path_factory.mktemp("emulated")
+    library = work / "libnvidia-ml.so.1"
+    subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-o", str(library)] + sorted(str(c) for c in (emulation / "fake_nvml").glob("*.c")),
+                   check=True)
+    spec = importlib.util.spec_from_file_location("gpufleet_emulator_profile_h", str(emulation / "emulator_profile.py"))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    script = work / "nvidia-smi"
+    script.write_text("#!/bin/sh\nexec %s %s \"$@\"\n" % (sys.executable, emulation / "nvidia_smi_emulator.py"))
+    script.chmod(0o755)
+
+    def gather(name, faults, backend, monkeypatch):
+        config, pci = work / ("config-" + backend), work / ("pci-" + backend)
+        shutil.rmtree(str(config), ignore_errors=True)
+        shutil.rmtree(str(pci), ignore_errors=True)
+        config.mkdir()
+        pci.mkdir()
+        profile = json.loads((emulation / "profiles" / (name + ".json")).read_text(encoding="utf-8"))
+        if faults is not None:
+            (config / "faults.json").write_text(json.dumps(faults), encoding="utf-8")
+        (config / "nvml.conf").write_text(tool.render_nvml_conf(profile, name, faults), encoding="utf-8")
+        tool.lay_out_pci(profile, str(pci))
+        monkeypatch.setenv("GPUFLEET_EMULATOR_CONFIG", str(config))
+        monkeypatch.setenv("GPUFLEET_NVML_CONF", str(config / "nvml.conf"))
+        monkeypatch.setenv("GPUFLEET_EMULATOR_PROFILE", name)
+        monkeypatch.setattr(gpu_facts, "loaded_module_version", lambda: profile["driver_version"])
+        return gpu_facts.gather({"nvidia_smi_path": str(script), "nvml_library": str(library), "timeout": 10,
+                                 "gather_subset": ["all"], "pci_devices_path": str(pci), "backend": backend})
+
+    return gather
+
+
+@pytest.mark.parametrize("profile, faults, failures", EMULATED, ids=["%s-%d" % (p[0], i) for i, p in enumerate(EMULATED)])
+@pytest.mark.parametrize("backend", ["nvml", "nvidia_smi"])
+def test_the_gates_on_emulated_hardware(emulated_node, monkeypatch, backend, profile, faults, failures):
+    gpu = emulated_node(profile, faults, backend, monkeypatch)
+    assert gpu["state"] == "ok" and gpu["source"] == backend, gpu["message"]
+    health = gpufleet_node_health(gpu, {"fabricmanager_active": True, "persistence_expected": False})
+    assert health["failures"] == failures
+    if profile.startswith("hgx"):
+        root, bonds = parse(gpufleet_topology_svg(gpu))
+        assert root.get("data-switch") == "true" and [b for _c, _a, b, _n in bonds] == ["NVSwitch"] * 8
