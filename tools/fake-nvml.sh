@@ -7,7 +7,7 @@ source "$(dirname "$0")/lib.sh"
 
 src="$ROOT/tests/emulator/fake_nvml/fake_nvml.c"
 out="$CACHE/fake-nvml"
-key=$(hash_files "$src" "$0")
+key=$(hash_files "$src" "$ROOT/tools/fake-nvml.sh")
 if [[ -f "$out/.key" && "$(cat "$out/.key")" == "$key" && -f "$out/libnvidia-ml.so.1" ]]; then
   info "fake libnvidia-ml.so.1 is current ($out)"
   exit 0
