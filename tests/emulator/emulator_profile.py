@@ -280,11 +280,23 @@ def pair_level(topology, first, second):
     return NVML_TOPOLOGY_NODE if numa[first] is not None and numa[first] == numa[second] else NVML_TOPOLOGY_SYSTEM
 
 
-def p2p_line(topology, ends, first, second):
-    """p2p statuses (read, write, nvlink, atomics, prop) between two GPUs: all OK over NVLink (a bond or common
-    switches), over PCIe read/write/prop OK below a host bridge and CHIPSET_NOT_SUPPORTED across one."""
-    nvlink = bool(ends[first]) and bool(ends[second]) and (
-        topology["relation"][(first, second)].startswith("NV"))
+def active_ends(ends, faults):
+    """Per GPU, the remote ends of its active links: [set of remote PCI bus ids]."""
+    inactive = {(int(gpu), int(link)) for gpu, link in faults.get("inactive_links", [])}
+    all_inactive = {int(gpu) for gpu in faults.get("all_links_inactive", [])}
+    return [{end[1] for link, end in enumerate(links) if index not in all_inactive and (index, link) not in inactive}
+            for index, links in enumerate(ends)]
+
+
+def p2p_line(profile, topology, active, first, second):
+    """p2p statuses (read, write, nvlink, atomics, prop) between two GPUs: all OK over NVLink (an active link
+    between them, or both with an active link to the NVSwitches), else over PCIe read/write/prop OK up to PXB and
+    CHIPSET_NOT_SUPPORTED beyond."""
+    if profile.get("nvswitches"):
+        nvlink = bool(active[first]) and bool(active[second])
+    else:
+        buses = ["00000000:" + bus.upper() for bus in profile["bus_ids"]]
+        nvlink = buses[second] in active[first] and buses[first] in active[second]
     if nvlink:
         return [P2P_OK] * 5
     pcie = P2P_OK if pair_level(topology, first, second) <= 20 else P2P_CHIPSET_NOT_SUPPORTED
@@ -372,7 +384,8 @@ def gpu_lines(profile, name, index, settings, topology, ends, faults):
     for peer in range(topology["gpus"]):
         if peer != index:
             out.append("ancestor %d %d" % (peer, pair_level(topology, index, peer)))
-            out.append("p2p %d %s" % (peer, " ".join(str(value) for value in p2p_line(topology, ends, index, peer))))
+            statuses = p2p_line(profile, topology, active_ends(ends, faults), index, peer)
+            out.append("p2p %d %s" % (peer, " ".join(str(value) for value in statuses)))
     if topology["cpu_affinity"][index] is not None:
         out.append("cpu_affinity %s" % ",".join(cpu_list_words(topology["cpu_affinity"][index])))
     if topology["numa_affinity"][index] is not None:

@@ -393,6 +393,10 @@ def test_faults_change_exactly_what_they_should(nvml):
     first, third, fourth = nvml.handle(0), nvml.handle(2), nvml.handle(3)
     level = ctypes.c_int()
     assert nvml.nvmlDeviceGetTopologyCommonAncestor(first, lost, ctypes.byref(level)) == GPU_IS_LOST
+    status = ctypes.c_int()
+    assert nvml.nvmlDeviceGetP2PStatus(third, fourth, 2, ctypes.byref(status)) == SUCCESS
+    assert status.value == 5        # all of GPU2's links down: no NVLink P2P to its pair (NVML_P2P_STATUS_NOT_SUPPORTED)
+    assert nvml.nvmlDeviceGetP2PStatus(first, nvml.handle(0), 2, ctypes.byref(status)) == INVALID_ARGUMENT
     state = ctypes.c_uint()
     states = []
     for device in (first, third, fourth):
