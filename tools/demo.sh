@@ -66,7 +66,7 @@ summary() {
 }
 
 validate() {
-  stage "Validating the fleet (playbooks/validate.yml: versions, NVLink, persistence, fabric manager, DDP)"
+  stage "Validating the fleet (playbooks/validate.yml: versions, health gates of docs/health-gates.md, DDP)"
   ANSIBLE_INJECT_FACT_VARS=false ANSIBLE_CALLBACK_RESULT_FORMAT=json ansible-playbook -i "$INVENTORY" \
     playbooks/validate.yml -e gpufleet_ddp_rdzv_host=127.0.0.1 -e gpufleet_ddp_local_addr=127.0.0.1 -e gpufleet_ddp_port=29481 >"$DEMO/validate.log" \
     || { tail -40 "$DEMO/validate.log"; die "validation failed; see $DEMO/validate.log"; }

@@ -662,6 +662,7 @@ def _gpu(index, gpu):
         "compute_capability": None,  # not printed by nvidia-smi: NVML only
         "compute_mode": _text(gpu, "compute_mode"),
         "memory_total_mib": _int(_text(gpu, "fb_memory_usage/total")),
+        "utilization_gpu_pct": _int(_text(gpu, "utilization/gpu_util")),
         "mig_mode": {
             "current": _bool_mode(_text(gpu, "mig_mode/current_mig")),
             "pending": _bool_mode(_text(gpu, "mig_mode/pending_mig")),

@@ -1007,6 +1007,7 @@ def _collect_initialised(nvml, result):
             result["lost"].append({"index": index, "pci_bus_id": _pci_quietly(nvml, handle),
                                    "nvml_return": "NVML_ERROR_GPU_IS_LOST", "call": lost.call})
             continue
+        device["utilization_gpu_pct"] = utilization["gpu_pct"] if utilization else None
         result["devices"].append(device)
         handles[label] = handle
         if gpu_links:

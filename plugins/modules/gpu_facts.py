@@ -328,6 +328,11 @@ ansible_facts:
                 unsupported.
               type: dict
               sample: {"correctable": 0, "uncorrectable": 0, "pending": false, "failure": false}
+            utilization_gpu_pct:
+              description: GPU utilisation in percent over the driver's last sample period (C(utilization/gpu_util);
+                NVML C(nvmlDeviceGetUtilizationRates)); the health gates call a GPU at 0 idle.
+              type: int
+              sample: 0
             reset_required:
               description: Whether the driver asks for a GPU reset (C(gpu_reset_status), or NVML's recovery action);
                 null where not reported.

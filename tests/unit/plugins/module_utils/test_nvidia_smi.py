@@ -492,7 +492,7 @@ def test_every_gpu_has_every_contract_field():
               "ecc_errors_uncorrected_aggregate", "ecc_errors_corrected_volatile", "retired_pages", "pcie",
               "power_limit_w", "vbios_version", "architecture", "compute_mode", "temperature_c", "power_draw_w",
               "clock_event_reasons_active", "remapped_rows", "reset_required", "drain_and_reset_recommended",
-              "fabric", "compute_capability"}
+              "fabric", "compute_capability", "utilization_gpu_pct"}
     for param in captures("q-x.xml"):
         for gpu in nvidia_smi.parse_query_xml(read(param.values[0]))["gpus"]:
             assert set(gpu) == fields
@@ -690,3 +690,11 @@ def test_clock_event_reason_names_from_an_nvml_mask():
     # Every name is one -q -x prints (the real 535 capture lists all nine).
     printed = re.findall(r"<clocks_event_reason_([a-z_]+)>", capture("31", "q-x.xml"))
     assert sorted(printed) == sorted(name for _bit, name in nvidia_smi.CLOCK_EVENT_REASON_BITS)
+
+
+def test_utilization_in_percent_or_none():
+    """<utilization><gpu_util> as every schema prints it (all captures show an idle "0 %"; edited to 37 % and N/A)."""
+    text = capture("63", "q-x.xml")
+    assert only_gpu(text)["utilization_gpu_pct"] == 0
+    assert only_gpu(text.replace("<gpu_util>0 %</gpu_util>", "<gpu_util>37 %</gpu_util>"))["utilization_gpu_pct"] == 37
+    assert only_gpu(text.replace("<gpu_util>0 %</gpu_util>", "<gpu_util>N/A</gpu_util>"))["utilization_gpu_pct"] is None
