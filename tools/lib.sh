@@ -27,6 +27,8 @@ export PATH="$VENV/bin:$PATH"
 # The stand-in apt mirror (tools/mirror.sh), bound into the Molecule nodes.
 export GPUFLEET_MIRROR_DIR="$CACHE/mirror"
 export GPUFLEET_WHEELHOUSE="$CACHE/wheelhouse"
+# The fake libnvidia-ml.so.1 of the emulated GPUs (tools/fake-nvml.sh), copied onto test nodes by tests/emulator/install.yml.
+export GPUFLEET_FAKE_NVML="$CACHE/fake-nvml/libnvidia-ml.so.1"
 
 # pip without the machine's noise about index locations that are absent.
 pip_quiet() { "$VENV/bin/pip" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }

@@ -548,7 +548,7 @@ def test_the_comparison_sees_a_difference(both_backends):
     nvml_facts, smi_facts = both_backends("pairs-4gpu")
     smi_facts["devices"][2]["temperature_c"] += 1
     smi_facts["topology"]["matrix"]["GPU0"]["GPU1"] = "NV2"
+    temperatures = (nvml_facts["devices"][2]["temperature_c"], smi_facts["devices"][2]["temperature_c"])
     assert compare_backends.differences(nvml_facts, smi_facts) == [
-        "gpu.devices[2].temperature_c: nvml=%d nvidia_smi=%d" % (nvml_facts["devices"][2]["temperature_c"],
-                                                                smi_facts["devices"][2]["temperature_c"]),
+        "gpu.devices[2].temperature_c: nvml=%d nvidia_smi=%d" % temperatures,
         "gpu.topology.matrix.GPU0.GPU1: nvml='NV4' nvidia_smi='NV2'"]
