@@ -207,7 +207,31 @@ ansible_facts:
           type: int
           sample: 8
         devices:
-          description: One entry per GPU, in nvidia-smi's index order.
+          description:
+            - One entry per GPU the driver answers for, in index order (PCI bus order). Both backends fill every
+              field; a value either cannot read is null, never a neighbour's value or a made-up zero.
+            - "Where each field comes from (nvidia-smi C(-q -x) element / NVML call): C(name) product_name /
+              nvmlDeviceGetName; C(uuid) uuid / nvmlDeviceGetUUID; C(serial) serial / nvmlDeviceGetSerial;
+              C(pci_bus_id) pci/pci_bus_id / nvmlDeviceGetPciInfo_v3; C(minor_number) minor_number /
+              nvmlDeviceGetMinorNumber; C(module_id) gpu_module_id or platformInfo/module_id /
+              nvmlDeviceGetModuleId; C(architecture) product_architecture / nvmlDeviceGetArchitecture;
+              C(compute_capability) none / nvmlDeviceGetCudaComputeCapability; C(compute_mode) compute_mode /
+              nvmlDeviceGetComputeMode; C(memory_total_mib) fb_memory_usage/total / nvmlDeviceGetMemoryInfo;
+              C(utilization_gpu_pct) utilization/gpu_util / nvmlDeviceGetUtilizationRates; C(mig_mode),
+              C(mig_devices) mig_mode, mig_devices / nvmlDeviceGetMigMode and the MIG device calls;
+              C(persistence_mode) persistence_mode / nvmlDeviceGetPersistenceMode; C(ecc_mode) ecc_mode /
+              nvmlDeviceGetEccMode; the ECC counts ecc_errors (dram_*, sram_*, or single_bit/double_bit) /
+              nvmlDeviceGetTotalEccErrors, else nvmlDeviceGetMemoryErrorCounter; C(retired_pages) retired_pages /
+              nvmlDeviceGetRetiredPages and nvmlDeviceGetRetiredPagesPendingStatus; C(remapped_rows)
+              remapped_rows / nvmlDeviceGetRemappedRows; C(reset_required), C(drain_and_reset_recommended)
+              gpu_reset_status or gpu_recovery_action / field values 226, 227 (else 230);
+              C(fabric) fabric / nvmlDeviceGetGpuFabricInfo; C(clock_event_reasons_active) clocks_event_reasons or
+              clocks_throttle_reasons / nvmlDeviceGetCurrentClocksEventReasons (else ...ThrottleReasons);
+              C(temperature_c) temperature/gpu_temp / nvmlDeviceGetTemperature; C(power_draw_w)
+              instant_power_draw, power_draw or average_power_draw / field value 186, else nvmlDeviceGetPowerUsage;
+              C(power_limit_w) current or enforced power limit / nvmlDeviceGetEnforcedPowerLimit; C(pcie)
+              pci_gpu_link_info and replay_counter / the PCIe link and replay counter calls; C(vbios_version)
+              vbios_version / nvmlDeviceGetVbiosVersion."
           returned: always
           type: list
           elements: dict
