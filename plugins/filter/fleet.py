@@ -251,6 +251,14 @@ def _check_count(gpu, limits, out):
         out.failures.append("GPUs: the driver counts %d attached, answers for %d (lost GPUs?)" % (attached, seen))
 
 
+def _only_pci_short(gpu):
+    """The state is device_error only because the PCI bus shows more GPUs than the driver lists (every attached GPU
+    answers, none lost): the require_all_pci_gpus gate judges that, so that it can be turned off (vfio-bound GPUs)."""
+    pci = (gpu.get("pci") or {}).get("nvidia_gpus")
+    return (gpu.get("state") == "device_error" and not gpu.get("lost_gpus") and _known_int(pci)
+            and _known_int(gpu.get("count")) and gpu.get("attached_gpus") == gpu.get("count") and pci > gpu["count"])
+
+
 def _check_nvlink(topology, limits, out):
     most = limits["nvlink_inactive_max"]
     if most is None:
@@ -267,6 +275,14 @@ def _check_nvlink(topology, limits, out):
     inactive.extend("%s all links" % name for name in dead)
     reported = topology.get("nvlink_links_inactive")
     count = max(count, reported if _known_int(reported) else 0)
+    # NVLink-capable PCIe cards without a bridge (A100/H100 PCIe, RTX A6000) report all their links down: that is
+    # NVLink not fitted, not a fault, unless the node shows NVLink is in use (NVSwitches, or a GPU with an active
+    # link).
+    in_use = bool(topology.get("nvswitch")) or any(
+        link.get("active") for links in (topology.get("nvlink") or {}).values() for link in links)
+    if dead and not in_use and not count:
+        out.warnings.append("NVLink: every link of %s is down and no GPU uses NVLink (no bridges fitted?)" % ", ".join(dead))
+        return
     if dead or count > most:
         out.failures.append("NVLink inactive: %s" % ("; ".join(inactive) or "%d links" % count))
     elif count:
@@ -280,7 +296,7 @@ def gpufleet_node_health(gpu, probes=None, thresholds=None):
     limits = gpufleet_health_thresholds(thresholds)
     probes = probes or {}
     out = _Assessment()
-    if gpu["state"] != "ok":
+    if gpu["state"] != "ok" and not _only_pci_short(gpu):
         out.failures.append("driver: %s (%s)" % (gpu["state"], gpu.get("message") or "no message"))
         return out.result()
     topology = gpu.get("topology") or {}

@@ -615,15 +615,26 @@ def _reset_status(gpu):
     """``(reset_required, drain_and_reset_recommended)``.
 
     From <gpu_reset_status> (Yes/No) where it holds values; drivers from 570 print "Requested functionality has
-    been deprecated" there and give <gpu_recovery_action> instead, of which only "None" (nothing to do) says
-    both for sure; any other action leaves both unknown rather than guessed.
+    been deprecated" there and give <gpu_recovery_action> instead: "None" is neither, a reset or a node reboot
+    needs a reset, "Drain and Reset" both; any other action leaves them unknown rather than guessed.
     """
     required = _yes_no(_text(gpu, "gpu_reset_status/reset_required"))
     drain = _yes_no(_text(gpu, "gpu_reset_status/drain_and_reset_recommended"))
     action = gpu.find("gpu_recovery_action")
-    if action is not None and action.text is not None and action.text.strip().lower() == "none":
-        required = False if required is None else required
-        drain = False if drain is None else drain
+    text = action.text.strip().lower() if action is not None and action.text is not None else ""
+    # The words of nvmlDeviceGpuRecoveryAction_t (none, GPU reset, node reboot, drain P2P, drain and reset), read
+    # by their words since no capture with an action was found: a reset or reboot needs a reset; "drain and
+    # reset" both; anything else (drain P2P, a new action) stays unknown.
+    if text == "none":
+        found = (False, False)
+    elif "drain" in text and "reset" in text:
+        found = (True, True)
+    elif "reset" in text or "reboot" in text:
+        found = (True, None)
+    else:
+        found = (None, None)
+    required = found[0] if required is None else required
+    drain = found[1] if drain is None else drain
     return required, drain
 
 

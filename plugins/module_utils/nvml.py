@@ -206,7 +206,9 @@ FI_DEV_POWER_INSTANT = 186  # milliwatts
 # nvmlDeviceGpuRecoveryAction_t -> (reset required, drain and reset recommended) where the action says so for
 # sure: NONE (0) neither, GPU_RESET (1) a reset, DRAIN_AND_RESET (4) both. NODE_REBOOT, DRAIN_P2P and
 # RECOVER_IMEX_DOMAIN do not answer the two questions: None.
-_RECOVERY_ACTIONS = {0: (False, False), 1: (True, None), 4: (True, True)}
+# nvmlDeviceGpuRecoveryAction_t: NONE, GPU_RESET, NODE_REBOOT, DRAIN_P2P, DRAIN_AND_RESET. A node reboot resets
+# the GPU too; DRAIN_P2P asks to stop peer-to-peer work, no reset (what it means for a drain is not known here).
+_RECOVERY_ACTIONS = {0: (False, False), 1: (True, None), 2: (True, None), 3: (None, None), 4: (True, True)}
 
 # nvmlValueType_t -> the member of nvmlValue_t that holds the value.
 _VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
@@ -784,7 +786,8 @@ def _device(nvml, index, handle):
         "serial": nvml.text("nvmlDeviceGetSerial", label, _SERIAL_SIZE, handle),
         "pci_bus_id": _pci(nvml, "nvmlDeviceGetPciInfo_v3", label, handle),
         "minor_number": nvml.uint("nvmlDeviceGetMinorNumber", label, handle),
-        "module_id": nvml.uint("nvmlDeviceGetModuleId", label, handle),
+        # 0 is what drivers before 570 report for PCIe cards (no module): unknown, as the -q -x parser reads it.
+        "module_id": nvml.uint("nvmlDeviceGetModuleId", label, handle) or None,
         "architecture": architecture_name(nvml.uint("nvmlDeviceGetArchitecture", label, handle)),
         "compute_capability": capability,
         "memory_total_mib": mib(memory.total) if nvml.call("nvmlDeviceGetMemoryInfo", label, handle,
@@ -814,7 +817,8 @@ def _device(nvml, index, handle):
         },
         "power_limit_w": watts(nvml.uint("nvmlDeviceGetEnforcedPowerLimit", label, handle)),
         "power_draw_w": watts(power_mw),
-        "temperature_c": nvml.uint("nvmlDeviceGetTemperature", label, handle, ctypes.c_int(_TEMPERATURE_GPU)),
+        # 0 C is what a vGPU guest reads (no sensor): unknown, as the -q -x parser reads it.
+        "temperature_c": nvml.uint("nvmlDeviceGetTemperature", label, handle, ctypes.c_int(_TEMPERATURE_GPU)) or None,
         "clock_event_reasons_active": _clock_reasons(nvml, label, handle),
         "fabric": _fabric(nvml, label, handle),
         "vbios_version": nvml.text("nvmlDeviceGetVbiosVersion", label, _VBIOS_SIZE, handle),
@@ -1154,6 +1158,7 @@ def gather(timeout, library=LIBRARY):
     chunks = []
     timed_out = False
     deadline = started + timeout
+    reaped = False
     try:
         while True:
             remaining = deadline - time.monotonic()
@@ -1167,16 +1172,24 @@ def gather(timeout, library=LIBRARY):
             if not chunk:
                 break
             chunks.append(chunk)
+        if timed_out:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+            _reap(pid, 0.5)
+        else:
+            _reap(pid, 1.0)
+        reaped = True
     finally:
         os.close(read_fd)
-    if timed_out:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-        _reap(pid, 0.5)
-    else:
-        _reap(pid, 1.0)
+        if not reaped:
+            # Interrupted (a signal, an exception while reading): never leave the child hung in the driver.
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+            _reap(pid, 0.5)
     result = _read_result(b"".join(chunks), timed_out, timeout)
     result["timings"]["total"] = round(time.monotonic() - started, 6)
     return result

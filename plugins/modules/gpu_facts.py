@@ -165,7 +165,8 @@ ansible_facts:
           sample: "12.535.183.01"
         lost_gpus:
           description: PCI bus IDs of GPUs the driver reports as lost (nvidia-smi's "GPU is lost" lines, or NVML's
-            C(NVML_ERROR_GPU_IS_LOST) for a device handle).
+            C(NVML_ERROR_GPU_IS_LOST) for a device or a call on it); null for a GPU whose handle NVML cannot get at all
+            (its bus id is then unknown).
           returned: always
           type: list
           elements: str
@@ -327,7 +328,7 @@ ansible_facts:
               sample: 34
             power_draw_w:
               description: Power draw in watts (the instant draw where printed, else the draw, else the average; NVML
-                C(nvmlDeviceGetPowerUsage)).
+                field value C(NVML_FI_DEV_POWER_INSTANT), else C(nvmlDeviceGetPowerUsage)).
               type: float
               sample: 61.52
             clock_event_reasons_active:
@@ -792,7 +793,8 @@ def count_problem(facts, inventory):
     count, attached, on_bus = facts["count"], facts["attached_gpus"], facts["pci"].get("nvidia_gpus")
     if facts["lost_gpus"]:
         return "gpu_lost", "GPU %s lost: the driver answers for %d of %s GPUs (reset the GPU or reboot the node)" % (
-            ", ".join(facts["lost_gpus"]), count, attached if attached is not None else "its")
+            ", ".join(bus or "(bus id unknown)" for bus in facts["lost_gpus"]), count,
+            attached if attached is not None else "its")
     if not inventory:
         return None
     if attached is not None and attached != count:
@@ -879,7 +881,7 @@ def assemble_nvml(parts, result, pci, module_version):
         facts[key] = result.get(key)
     topology = facts["topology"]
     topology["nvswitch"] = bool(pci.get("nvswitches"))
-    if result["state"] in NVML_FATAL_STATES:
+    if result["state"] in NVML_FATAL_STATES or result.get("topology") is None:
         facts["state"], facts["message"] = refine(result["state"], result["message"], module_version, None)
         if result["state"] == "no_devices":
             facts["attached_gpus"] = 0
@@ -887,7 +889,10 @@ def assemble_nvml(parts, result, pci, module_version):
     devices = [complete_device(device) for device in result["devices"]]
     facts["count"] = len(devices)
     facts["attached_gpus"] = result.get("count")
-    facts["lost_gpus"] = sorted(lost.get("pci_bus_id") or "index %s" % lost.get("index") for lost in result.get("lost") or [])
+    # Lost means GPU_IS_LOST; a handle that fails otherwise (no permission, insufficient power) is a device
+    # error, kept in the state below. NVML cannot name a lost GPU whose handle fails: its bus id is then null.
+    lost = [entry for entry in result.get("lost") or [] if entry.get("nvml_return") == "NVML_ERROR_GPU_IS_LOST"]
+    facts["lost_gpus"] = sorted((entry.get("pci_bus_id") for entry in lost), key=lambda bus: bus or "")
     if "inventory" in parts:
         facts["devices"] = devices
     links = None
@@ -953,7 +958,10 @@ def gather(params):
     if backend in ("auto", "nvml"):
         started = time.monotonic()
         result = nvml.gather(params["timeout"], library=library)
-        if result["state"] != "library_not_found":
+        # auto also falls back when the gather itself broke (a crash or exception in the child, with no NVML
+        # return code to say what the driver thinks): nvidia-smi may still answer.
+        broken = result["state"] == "error" and result.get("nvml_return") is None
+        if result["state"] != "library_not_found" and not (backend == "auto" and broken and binary):
             facts = assemble_nvml(parts, result, pci, module_version)
             facts["nvml_library"] = library
             facts["nvidia_smi"] = binary

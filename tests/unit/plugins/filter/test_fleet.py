@@ -131,6 +131,33 @@ def test_a_gpu_with_all_links_down_fails_even_with_no_link_listed():
     assert gpufleet_node_health(gpu, {}, {"nvlink_inactive_max": 8})["failures"] == ["NVLink inactive: GPU1 all links"]
 
 
+def test_bridgeless_nvlink_cards_are_not_a_fault():
+    """A100/H100 PCIe or RTX A6000 cards without a bridge report every link down (NVIDIA/NVSentinel PR 1481, an
+    A100 80GB PCIe: "link 0..11 currently down"): with no GPU using NVLink, that is NVLink not fitted."""
+    links = [{"link": number, "active": False} for number in range(12)]
+    gpu = healthy(nvlink_gpus_all_inactive=["GPU0", "GPU1"], nvlink_links_active=0, nvlink_links_inactive=0,
+                  nvlink_pair_list=[], nvlink={"GPU0": list(links), "GPU1": list(links)})
+    health = gpufleet_node_health(gpu)
+    assert health["failures"] == []
+    assert health["warnings"] == ["NVLink: every link of GPU0, GPU1 is down and no GPU uses NVLink (no bridges fitted?)"]
+    # On an NVSwitch board NVLink is in use whatever the links say: all links down fails.
+    gpu["topology"]["nvswitch"] = True
+    assert gpufleet_node_health(gpu)["failures"] == ["NVLink inactive: GPU0 all links; GPU1 all links"]
+
+
+def test_a_gpu_the_driver_does_not_list_is_judged_by_its_gate():
+    """gpu_facts says device_error when the PCI bus shows more GPUs than the driver lists; the gate decides, so
+    that a host with a GPU bound to vfio-pci can turn it off."""
+    gpu = healthy(nvlink_links_active=2)
+    gpu.update(state="device_error", message="the PCI bus shows 3 NVIDIA GPUs, the driver lists 2", lost_gpus=[])
+    gpu["pci"]["nvidia_gpus"] = 3
+    assert gpufleet_node_health(gpu)["failures"] == ["GPUs: 3 on the PCI bus, the driver sees 2"]
+    assert gpufleet_node_health(gpu, {}, {"gpufleet_health_require_all_pci_gpus": False})["failures"] == []
+    lost = dict(gpu, state="gpu_lost", lost_gpus=["00000000:07:00.0"], attached_gpus=3)
+    assert gpufleet_node_health(lost, {}, {"gpufleet_health_require_all_pci_gpus": False})["failures"][0].startswith(
+        "driver: gpu_lost")
+
+
 def test_a_counted_inactive_link_without_the_list_still_fails():
     gpu = healthy(nvlink_links_inactive=1)
     assert gpufleet_node_health(gpu)["failures"] == ["NVLink inactive: 1 links"]

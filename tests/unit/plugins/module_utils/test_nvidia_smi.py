@@ -462,12 +462,14 @@ def test_reset_status_and_recovery_action():
     required = replace_once(text, "<reset_required>No<", "<reset_required>Yes<")
     gpu = only_gpu(required)
     assert (gpu["reset_required"], gpu["drain_and_reset_recommended"]) == (True, False)
-    # 570+: the reset status is deprecated; only the recovery action "None" tells both for sure.
+    # 570+: the reset status is deprecated; the recovery action tells (edited from the real "None").
     newer = capture("64", "q-x.xml")
     gpu = only_gpu(newer)
     assert (gpu["reset_required"], gpu["drain_and_reset_recommended"]) == (False, False)
-    gpu = only_gpu(replace_once(newer, "<gpu_recovery_action>None<", "<gpu_recovery_action>Drain and Reset<"))
-    assert (gpu["reset_required"], gpu["drain_and_reset_recommended"]) == (None, None)
+    for action, expected in (("Drain and Reset", (True, True)), ("GPU Reset", (True, None)),
+                             ("Node Reboot", (True, None)), ("Drain P2P", (None, None))):
+        gpu = only_gpu(replace_once(newer, "<gpu_recovery_action>None<", "<gpu_recovery_action>%s<" % action))
+        assert (gpu["reset_required"], gpu["drain_and_reset_recommended"]) == expected, action
 
 
 def test_fabric_state_and_status():

@@ -708,7 +708,7 @@ def test_stub_mig_devices(stub, monkeypatch):
     ((None, None, 0), (False, False)),
     ((None, None, 1), (True, None)),
     ((None, None, 4), (True, True)),
-    ((None, None, 2), (None, None)),
+    ((None, None, 2), (True, None)),
     ((None, None, 3), (None, None)),
     ((None, None, None), (None, None)),
 ])

@@ -439,6 +439,38 @@ def test_nvml_driver_not_loaded_beside_a_loaded_module_is_an_error():
     assert facts["state"] == "error" and "kernel module 535.183.01 is loaded" in facts["message"]
 
 
+@pytest.mark.parametrize("state", ["gpu_lost", "device_error"])
+def test_nvml_failing_before_any_device_is_a_state_not_a_crash(state):
+    """nvmlInit_v2 or the device count answering GPU_IS_LOST or RESET_REQUIRED: no devices, no topology."""
+    result = dict(nvml_result([], state=state), topology=None)
+    facts = gpu_facts.assemble_nvml(["inventory", "topology", "nvlink"], result, HEALTHY_PCI, "535.183.01")
+    assert facts["state"] == state and facts["message"] == "NVML says %s" % state
+
+
+def test_nvml_handle_failing_otherwise_than_lost_is_a_device_error():
+    devices = [nvml_device(index, BUSES[index]) for index in (0, 1, 3)]
+    result = nvml_result(devices, state="device_error",
+                         lost=[{"index": 2, "pci_bus_id": None, "nvml_return": "NVML_ERROR_INSUFFICIENT_POWER"}])
+    facts = gpu_facts.assemble_nvml(["inventory"], result, HEALTHY_PCI, "535.183.01")
+    assert facts["lost_gpus"] == []
+    assert facts["state"] == "device_error"
+
+
+def test_auto_falls_back_when_the_nvml_child_broke(monkeypatch, capsys, fake_smi, no_pci):
+    broken = dict(nvml_result([], state="error"), message="the NVML gather ended without a result (signal 11)")
+    answers = {"-q -x": (0, xml_document(1, BUSES[:1]), "", False), "topo -m": (0, P4D_TOPO, "", False),
+               "nvlink -s": (0, "", "", False)}
+    out, recorder = run_main(monkeypatch, capsys, {"nvidia_smi_path": fake_smi, "pci_devices_path": no_pci}, answers,
+                             nvml_gather=lambda timeout, library: broken)
+    gpu = out["ansible_facts"]["gpu"]
+    assert len(recorder.calls) == 3 and gpu["source"] == "nvidia_smi"
+    assert gpu["errors"]["nvml"] == "the NVML gather ended without a result (signal 11)"
+    answered = dict(broken, nvml_return="NVML_ERROR_UNKNOWN")
+    out, recorder = run_main(monkeypatch, capsys, {"nvidia_smi_path": fake_smi, "pci_devices_path": no_pci}, answers,
+                             nvml_gather=lambda timeout, library: answered)
+    assert recorder.calls == [] and out["ansible_facts"]["gpu"]["source"] == "nvml"
+
+
 def test_nvml_lost_gpu():
     devices = [nvml_device(index, BUSES[index]) for index in (0, 1, 3)]
     result = nvml_result(devices, state="gpu_lost",
@@ -532,7 +564,7 @@ def test_both_backends_give_equal_facts(both_backends, profile, faults):
         # NVML has no handle to ask: the answering GPUs must agree, and both must say which one is gone.
         assert nvml_facts["state"] == "gpu_lost"
         assert (nvml_facts["count"], nvml_facts["attached_gpus"]) == (smi_facts["count"], smi_facts["attached_gpus"])
-        assert nvml_facts["lost_gpus"] == ["index 1"] and smi_facts["lost_gpus"] == ["00000000:" + PROFILE_BUS(profile, 1)]
+        assert nvml_facts["lost_gpus"] == [None] and smi_facts["lost_gpus"] == ["00000000:" + PROFILE_BUS(profile, 1)]
         assert compare_backends.differences({"devices": nvml_facts["devices"]}, {"devices": smi_facts["devices"]}) == []
         return
     assert compare_backends.differences(nvml_facts, smi_facts) == []
