@@ -32,6 +32,7 @@ __metaclass__ = type
 import ctypes
 import faulthandler
 import json
+import mmap
 import os
 import select
 import signal
@@ -1076,8 +1077,15 @@ def _write_all(fd, data):
         data = data[written:]
 
 
-def _child(write_fd, library):
-    """Runs in the forked child: the gather, then the result as one JSON line. Never returns."""
+_LAST_CALL_SIZE = 256
+
+
+def _child(write_fd, library, last_call):
+    """Runs in the forked child: the gather, then the result as one JSON line. Never returns.
+
+    The call in progress goes to last_call (memory shared with the parent, no system call per NVML call), so
+    that a killed or crashed gather can say where it stopped.
+    """
     status = 0
     try:
         # A crash inside the library ends the child alone; a Python stack dump of the parent's frames would
@@ -1085,7 +1093,8 @@ def _child(write_fd, library):
         faulthandler.disable()
 
         def progress(name):
-            _write_all(write_fd, ("C %s\n" % name).encode("ascii"))
+            data = name.encode("ascii", "replace")[:_LAST_CALL_SIZE - 1]
+            last_call[0:len(data) + 1] = data + b"\0"
         result = _collect(library, progress)
         _write_all(write_fd, ("R " + json.dumps(result, sort_keys=True) + "\n").encode("utf-8"))
     except BaseException as exc:  # pylint: disable=broad-except
@@ -1145,15 +1154,17 @@ def gather(timeout, library=LIBRARY):
     """
     started = time.monotonic()
     read_fd, write_fd = os.pipe()
+    last_call = mmap.mmap(-1, _LAST_CALL_SIZE)  # anonymous and shared: the child's writes are seen here
     try:
         pid = os.fork()
     except OSError as exc:
         os.close(read_fd)
         os.close(write_fd)
+        last_call.close()
         return _empty("error", "cannot fork for the NVML gather: %s" % exc)
     if pid == 0:  # pragma: no cover - the child leaves through os._exit
         os.close(read_fd)
-        _child(write_fd, library)
+        _child(write_fd, library, last_call)
     os.close(write_fd)
     chunks = []
     timed_out = False
@@ -1190,18 +1201,18 @@ def gather(timeout, library=LIBRARY):
             except OSError:
                 pass
             _reap(pid, 0.5)
-    result = _read_result(b"".join(chunks), timed_out, timeout)
+    called = last_call[:].split(b"\0", 1)[0].decode("ascii", "replace") or None
+    last_call.close()
+    result = _read_result(b"".join(chunks), timed_out, timeout, called)
     result["timings"]["total"] = round(time.monotonic() - started, 6)
     return result
 
 
-def _read_result(data, timed_out, timeout):
-    last_call = None
+def _read_result(data, timed_out, timeout, last_call=None):
+    """The child's result from what it wrote; last_call is the call in progress it left in shared memory."""
     for line in data.decode("utf-8", "replace").splitlines():
         kind, _separator, rest = line.partition(" ")
-        if kind == "C":
-            last_call = rest
-        elif kind == "R" and not timed_out:
+        if kind == "R" and not timed_out:
             try:
                 return json.loads(rest)
             except ValueError:
