@@ -21,7 +21,6 @@ Interface:
 * ``parse_query_gpu_csv(text)``: ``nvidia-smi --query-gpu=... --format=csv[,noheader]``
 * ``lost_gpus(text)``: PCI bus ids of the GPUs a failing nvidia-smi names as lost
 * ``normalise_bus_id(text)``: a PCI bus id in the form ``parse_query_xml`` gives
-* ``clock_event_reason_names(mask)``: NVML's clock event reason mask as ``clock_event_reasons_active`` names
 """
 
 from __future__ import absolute_import, division, print_function
@@ -34,10 +33,8 @@ from xml.etree import ElementTree
 __all__ = [
     "NvidiaSmiParseError",
     "ERROR_STATES",
-    "CLOCK_EVENT_REASON_BITS",
     "MESSAGE_LIMIT",
     "classify_error",
-    "clock_event_reason_names",
     "lost_gpus",
     "normalise_bus_id",
     "nvlink_summary",
@@ -539,39 +536,6 @@ def _ecc_count(gpu, period, kind):
     if any(counters.find(name) is not None for name in names):
         return _counter_sum(counters, names)
     return _int(_text(counters, old))
-
-
-# NVML's clock event reason bits (nvml.h: nvmlClocksEventReason*, e.g. NVIDIA/go-nvml gen/nvml/nvml.h at
-# 2f9e261fe40a7a1c54783d66805e8920564763b4) and the names -q -x prints for them after its prefix.
-CLOCK_EVENT_REASON_BITS = (
-    (0x1, "gpu_idle"),
-    (0x2, "applications_clocks_setting"),
-    (0x4, "sw_power_cap"),
-    (0x8, "hw_slowdown"),
-    (0x10, "sync_boost"),
-    (0x20, "sw_thermal_slowdown"),
-    (0x40, "hw_thermal_slowdown"),
-    (0x80, "hw_power_brake_slowdown"),
-    (0x100, "display_clocks_setting"),
-)
-
-
-def clock_event_reason_names(mask):
-    """The sorted names (as ``clock_event_reasons_active`` gives them) of the reasons set in an NVML mask; a
-    bit nvml.h does not name appears as its hex value ("0x200"). None for None."""
-    if mask is None:
-        return None
-    names = [name for bit, name in CLOCK_EVENT_REASON_BITS if mask & bit]
-    known = 0
-    for bit, _name in CLOCK_EVENT_REASON_BITS:
-        known |= bit
-    rest = mask & ~known
-    bit = 1
-    while rest >= bit:
-        if rest & bit:
-            names.append("0x%x" % bit)
-        bit <<= 1
-    return sorted(names)
 
 
 def _clock_event_reasons(gpu):

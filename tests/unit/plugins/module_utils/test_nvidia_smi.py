@@ -6,6 +6,7 @@ import pathlib
 import pytest
 
 from ansible_collections.gpufleet.node.plugins.module_utils import nvidia_smi
+from ansible_collections.gpufleet.node.plugins.module_utils import nvml
 from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import NvidiaSmiParseError
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "nvidia-smi"
@@ -683,15 +684,11 @@ def test_normalise_bus_id(value, normalised):
     assert nvidia_smi.normalise_bus_id(value) == normalised
 
 
-def test_clock_event_reason_names_from_an_nvml_mask():
-    """Bits of nvml.h (NVIDIA/go-nvml gen/nvml/nvml.h): SwPowerCap 0x4, HwThermalSlowdown 0x40, GpuIdle 0x1."""
-    assert nvidia_smi.clock_event_reason_names(0) == []
-    assert nvidia_smi.clock_event_reason_names(0x44) == ["hw_thermal_slowdown", "sw_power_cap"]
-    assert nvidia_smi.clock_event_reason_names(0x1 | 0x100 | 0x400) == ["0x400", "display_clocks_setting", "gpu_idle"]
-    assert nvidia_smi.clock_event_reason_names(None) is None
-    # Every name is one -q -x prints (the real 535 capture lists all nine).
+def test_nvml_reason_names_are_the_ones_q_x_prints():
+    """The NVML backend names mask bits (nvml.h, tested in test_nvml.py) with the element names -q -x prints:
+    the real 535 capture lists all nine, the same names."""
     printed = re.findall(r"<clocks_event_reason_([a-z_]+)>", capture("31", "q-x.xml"))
-    assert sorted(printed) == sorted(name for _bit, name in nvidia_smi.CLOCK_EVENT_REASON_BITS)
+    assert sorted(printed) == sorted(name for _bit, name in nvml.CLOCK_EVENT_REASONS)
 
 
 def test_utilization_in_percent_or_none():
