@@ -10,8 +10,9 @@ every test, demo and bench node container has bound there (extensions/molecule/c
 run_node). On a real machine it is the kernel's own tree, and the script refuses, changing nothing.
 
 Both forms then render /etc/gpufleet-emulator/nvml.conf for the fake libnvidia-ml.so.1 (tests/emulator/fake_nvml):
-the profile, its real ``topo -m`` capture and the planted faults (/etc/gpufleet-emulator/faults.json and the older
-inactive_links file) as flat ``key value`` lines. This renderer is the only reader of the JSON; the library parses
+the profile, its real ``topo -m`` capture, the planted faults (/etc/gpufleet-emulator/faults.json and the older
+inactive_links file) and the power limits ``nvidia-smi -pl`` set (settings.json, which the nvidia-smi emulator
+writes and after which it renders nvml.conf again) as flat ``key value`` lines. This renderer is the only reader of the JSON; the library parses
 the lines (fake_nvml/README.md describes them). The nvidia-smi emulator reads the same profile and faults itself.
 """
 import json
@@ -217,6 +218,15 @@ def load_faults(config_dir=CONFIG_DIR):
     return faults
 
 
+def load_settings(config_dir=CONFIG_DIR):
+    """settings.json, what the nvidia-smi emulator's -pl / -lgc left: {"<index>": {"power_limit_w": W, ...}}."""
+    try:
+        with open(os.path.join(config_dir, "settings.json"), encoding="utf-8") as handle:
+            return dict((str(index), dict(values)) for index, values in (json.load(handle).get("gpus") or {}).items())
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}
+
+
 # ---------------------------------------------------------------------------------------------------- nvml.conf
 
 
@@ -226,6 +236,10 @@ def gpu_settings(profile, index, faults):
     settings.update(profile.get("gpu", {}))
     settings.update(profile.get("per_gpu", {}).get(str(index), {}))
     settings.update(faults.get("gpus", {}).get(str(index), {}))
+    # what nvidia-smi -pl left (settings.json, written by the nvidia-smi emulator): the enforced power limit
+    power = (faults.get("settings", {}).get(str(index)) or {}).get("power_limit_w")
+    if power is not None:
+        settings["power_limit_w"] = power
     for key in ("pcie_gen", "pcie_width"):
         if settings.get(key + "_current") is None:
             settings[key + "_current"] = settings[key]
@@ -430,7 +444,9 @@ def render_nvml_conf(profile, name, faults=None, profiles_dir=PROFILES):
 
 def write_nvml_conf(name, config_dir=CONFIG_DIR, profiles_dir=PROFILES):
     """Renders the profile with the faults planted in config_dir into config_dir/nvml.conf (replaced at once)."""
-    text = render_nvml_conf(load_profile(name, profiles_dir), name, load_faults(config_dir), profiles_dir)
+    faults = load_faults(config_dir)
+    faults["settings"] = load_settings(config_dir)
+    text = render_nvml_conf(load_profile(name, profiles_dir), name, faults, profiles_dir)
     path = os.path.join(config_dir, "nvml.conf")
     with open(path + ".new", "w", encoding="utf-8") as handle:
         handle.write(text)
@@ -466,6 +482,10 @@ def main(argv):
     os.makedirs(CONFIG_DIR, exist_ok=True)
     with open(os.path.join(CONFIG_DIR, "profile"), "w", encoding="ascii") as handle:
         handle.write(name + "\n")
+    try:        # other hardware: what nvidia-smi -pl / -lgc set on the previous profile's GPUs is gone
+        os.unlink(os.path.join(CONFIG_DIR, "settings.json"))
+    except FileNotFoundError:
+        pass
     write_nvml_conf(name)
     print("profile %s: %d NVIDIA PCI functions at %s (%s)" % (name, len(pci_devices(profile)), PCI_DEVICES, kind))
 

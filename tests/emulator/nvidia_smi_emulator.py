@@ -35,6 +35,23 @@ nvidia-persistenced.1.m4; options.c parses ``--persistence-mode`` / ``--no-persi
 last one given wins), "Disabled" otherwise. The processes are read from ``/proc/*/cmdline``,
 so a unit that runs the daemon with the option (Ubuntu's nvidia-compute-utils package does) reports "Disabled".
 ``/etc/gpufleet-emulator/persistence`` (non-empty) forces "Enabled", as ``nvidia-smi -pm 1`` would.
+
+Settings, as root may change them on a real GPU (``[-i ID] -pl WATTS``, ``[-i ID] -lgc MIN,MAX``, ``[-i ID] -rgc``;
+``-i`` takes an index, a PCI bus id or a UUID, or a comma-separated list of them; none: every GPU): kept in
+``/etc/gpufleet-emulator/settings.json`` (``{"gpus": {"<index>": {"power_limit_w": 500.0,
+"locked_clocks_mhz": [1200, 1980]}}}``), layered over the profile and the faults, so that ``--query-gpu
+power.limit``, ``-q -x`` and, after the emulator renders nvml.conf again, the fake NVML's enforced power limit report
+them. Messages as the real tool prints them: ``Power limit for GPU 00000000:53:00.0 was set to 500.00 W from
+700.00 W.``, ``GPU clocks set to "(gpuClkMin 1200, gpuClkMax 1980)" for GPU 00000000:53:00.0``, then ``All done.``;
+a limit outside the GPU's min/max: ``Provided power limit 800.00 W is not a valid power limit which should be
+between 200.00 W and 700.00 W for GPU 00000000:53:00.0`` and ``Terminating early due to previous errors.``
+(published outputs of the real tool; tests/unit/stand_ins/test_emulator.py names them). Exit codes follow the man
+page's RETURN VALUE list: 2 for an invalid argument, 4 for a user without permission (not root), 6 when -i names no
+GPU (the wording of those three messages is this emulator's; the real one is not published verbatim). The min/max power limits are the profile's ``power_min_limit_w`` / ``power_max_limit_w`` (absent: the
+default limit for both, so no other value is accepted); ``default_power_limit`` stays the profile's
+``power_limit_w``. The profile's and the faults' per-GPU ``compute_apps`` (``[{"pid": 4242, "process_name":
+"python3", "used_memory_mib": 1024}]``) are what ``--query-compute-apps`` lists (a busy GPU); ``-q -x`` keeps its
+``<processes />`` empty.
 """
 import copy
 import json
@@ -80,6 +97,10 @@ GPU_DEFAULTS = {
     "module_id": None,
     "utilization_gpu_pct": 0,
     "memory_used_mib": 0,
+    "power_min_limit_w": None,          # None: the default limit (power_limit_w)
+    "power_max_limit_w": None,          # None: the default limit (power_limit_w)
+    "compute_apps": [],
+    "locked_clocks_mhz": None,          # set by -lgc, cleared by -rgc (settings.json)
 }
 
 # Clock event reasons as -q -x of the 535 branch names and orders them (clocks_event_reason_<name>), with their
@@ -193,15 +214,44 @@ def read_faults():
     return faults
 
 
-def gpus(profile, faults=None):
-    """The profile's GPUs with stable, profile-specific identities, the planted faults applied."""
+SETTINGS_KEYS = ("power_limit_w", "locked_clocks_mhz")
+
+
+def read_settings():
+    """What -pl / -lgc / -rgc left: {"<index>": {"power_limit_w": W, "locked_clocks_mhz": [min, max] or None}}."""
+    text = read_config("settings.json")
+    try:
+        data = json.loads(text) if text else {}
+        return dict((str(index), dict((key, value) for key, value in dict(values).items() if key in SETTINGS_KEYS))
+                    for index, values in (data.get("gpus") or {}).items())
+    except (TypeError, ValueError, AttributeError) as error:
+        sys.exit("nvidia-smi emulator: %s/settings.json: %s" % (CONFIG_DIR, error))
+
+
+def write_settings(settings):
+    path = os.path.join(CONFIG_DIR, "settings.json")
+    with open(path + ".new", "w", encoding="utf-8") as handle:
+        json.dump({"gpus": settings}, handle, indent=1, sort_keys=True)
+        handle.write("\n")
+    os.rename(path + ".new", path)
+
+
+def gpus(profile, faults=None, settings=None):
+    """The profile's GPUs with stable, profile-specific identities, the planted faults and the settings applied."""
     if faults is None:
         faults = read_faults()
+    if settings is None:
+        settings = read_settings()
     result = []
     for index, bus in enumerate(profile["bus_ids"]):
         gpu = copy.deepcopy(GPU_DEFAULTS)
         for layer in (profile["gpu"], (profile.get("per_gpu") or {}).get(str(index)), faults["gpus"].get(str(index))):
             gpu.update(copy.deepcopy(layer or {}))
+        gpu["default_power_limit_w"] = gpu["power_limit_w"]
+        for key in ("power_min_limit_w", "power_max_limit_w"):
+            if gpu[key] is None:
+                gpu[key] = gpu["power_limit_w"]
+        gpu.update(copy.deepcopy(settings.get(str(index)) or {}))
         if gpu["pcie_gen_current"] is None:
             gpu["pcie_gen_current"] = gpu["pcie_gen"]
         if gpu["pcie_width_current"] is None:
@@ -366,7 +416,9 @@ def gpu_element(gpu, persistence):
             ("power_draw", _na(gpu["power_draw_w"], "%.2f W")),
             ("current_power_limit", "%.2f W" % gpu["power_limit_w"]),
             ("requested_power_limit", "%.2f W" % gpu["power_limit_w"]),
-            ("default_power_limit", "%.2f W" % gpu["power_limit_w"]),
+            ("default_power_limit", "%.2f W" % gpu["default_power_limit_w"]),
+            ("min_power_limit", "%.2f W" % gpu["power_min_limit_w"]),
+            ("max_power_limit", "%.2f W" % gpu["power_max_limit_w"]),
         ]),
         ("fabric", [("state", _na(gpu["fabric_state"])), ("status", _na(gpu["fabric_status"]))]),
         ("processes", []),
@@ -541,6 +593,10 @@ QUERY_FIELDS = {
     "temperature.gpu": (None, lambda p, g: _na(g["temperature_c"], "%d")),
     "power.draw": ("W", lambda p, g: _na(g["power_draw_w"], "%.2f")),
     "power.limit": ("W", lambda p, g: "%.2f" % g["power_limit_w"]),
+    "enforced.power.limit": ("W", lambda p, g: "%.2f" % g["power_limit_w"]),
+    "power.default_limit": ("W", lambda p, g: "%.2f" % g["default_power_limit_w"]),
+    "power.min_limit": ("W", lambda p, g: "%.2f" % g["power_min_limit_w"]),
+    "power.max_limit": ("W", lambda p, g: "%.2f" % g["power_max_limit_w"]),
     "utilization.gpu": ("%", lambda p, g: _na(g["utilization_gpu_pct"], "%d")),
     "clocks_event_reasons.active": (None, lambda p, g: _reasons_mask(g)),
     "clocks_throttle_reasons.active": (None, lambda p, g: _reasons_mask(g)),
@@ -593,6 +649,180 @@ def query_gpu(profile, fields, options, listed=None):
     return report_lost(listed)
 
 
+# --- --query-compute-apps ---------------------------------------------------------------------------------
+
+# name: (unit, value of one (gpu, app) pair as text); as the man page's --query-compute-apps fields
+APP_FIELDS = {
+    "pid": (None, lambda g, a: str(a["pid"])),
+    "process_name": (None, lambda g, a: a.get("process_name", "python3")),
+    "used_gpu_memory": ("MiB", lambda g, a: _na(a.get("used_memory_mib"), "%d")),
+    "used_memory": ("MiB", lambda g, a: _na(a.get("used_memory_mib"), "%d")),
+    "gpu_bus_id": (None, lambda g, a: g["bus_id"]),
+    "gpu_uuid": (None, lambda g, a: g["uuid"]),
+    "gpu_name": (None, lambda g, a: g["name"]),
+    "gpu_serial": (None, lambda g, a: g["serial"]),
+}
+
+
+def query_compute_apps(fields, options, listed):
+    """--query-compute-apps in CSV: one row per compute process on any GPU; only the header when none runs."""
+    names = [name.strip() for name in fields.split(",") if name.strip()]
+    unknown = [name for name in names if name not in APP_FIELDS]
+    if unknown:
+        sys.stdout.write('Field "%s" is not a valid field to query.\n\n' % unknown[0])
+        return USAGE_ERROR
+    rows = []
+    if "noheader" not in options:
+        rows.append(", ".join(name + (" [%s]" % APP_FIELDS[name][0] if APP_FIELDS[name][0] else "") for name in names))
+    for gpu in listed:
+        if gpu["lost"]:
+            continue
+        for app in gpu["compute_apps"] or []:
+            values = []
+            for name in names:
+                unit, value = APP_FIELDS[name]
+                text = value(gpu, app)
+                values.append("[N/A]" if text == NA else ("%s %s" % (text, unit) if unit and "nounits" not in options
+                                                          else text))
+            rows.append(", ".join(values))
+    if rows:
+        sys.stdout.write("\n".join(rows) + "\n")
+    return report_lost(listed)
+
+
+# --- -pl, -lgc, -rgc ----------------------------------------------------------------------------------------
+
+NO_PERMISSION = 4       # man page, RETURN VALUE: "4 - The current user does not have permission to ..."
+NOT_FOUND = 6           # man page, RETURN VALUE: "6 - A query to find an object was unsuccessful"
+SETTERS = {"-pl": "-pl", "--power-limit": "-pl", "-lgc": "-lgc", "--lock-gpu-clocks": "-lgc",
+           "-rgc": "-rgc", "--reset-gpu-clocks": "-rgc"}
+PERSISTENCE_WARNING = ("\nWarning: persistence mode is disabled on device %s. See the Known Issues section of the "
+                       "nvidia-smi(1) man page for more information. Run with [--help | -h] switch to get more "
+                       "information on how to enable persistence mode.\n")
+
+
+def parse_setter(argv):
+    """(ids or None, setter, value) from [-i ID] -pl W | -lgc MIN,MAX | -rgc in any order (also --id=, --power-limit=,
+    --lock-gpu-clocks=, --reset-gpu-clocks); None when argv is not such a command."""
+    ids, setter, value = None, None, None
+    position = 0
+    while position < len(argv):
+        argument = argv[position]
+        name, equals, inline = argument.partition("=")
+        if name in ("-i", "--id"):
+            if not equals:
+                position += 1
+                if position >= len(argv):
+                    return None
+                inline = argv[position]
+            ids = [part.strip() for part in inline.split(",") if part.strip()]
+        elif name in SETTERS and setter is None:
+            setter = SETTERS[name]
+            if setter != "-rgc":
+                if not equals:
+                    position += 1
+                    if position >= len(argv):
+                        return None
+                    inline = argv[position]
+                value = inline
+        else:
+            return None
+        position += 1
+    return (ids, setter, value) if setter else None
+
+
+def select(listed, ids):
+    """The GPUs -i names (index, full or short PCI bus id, UUID); None when one names no GPU."""
+    if ids is None:
+        return [gpu for gpu in listed if not gpu["lost"]]
+    chosen = []
+    for ident in ids:
+        wanted = ident.upper()
+        found = [gpu for gpu in listed if not gpu["lost"] and (
+            str(gpu["index"]) == ident or gpu["uuid"].upper() == wanted or gpu["bus_id"].upper() == wanted
+            or gpu["bus_id"].upper().endswith(":" + wanted) or gpu["bus_id"][4:].upper() == wanted)]
+        if not found:
+            return None
+        chosen += [gpu for gpu in found if gpu not in chosen]
+    return chosen
+
+
+def _number(text):
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if value == value and value not in (float("inf"), float("-inf")) else None
+
+
+def set_settings(profile, listed, ids, setter, value, euid=None):
+    """-pl / -lgc / -rgc on the GPUs -i names, as root only; the new values go to settings.json, and nvml.conf is
+    rendered again where the fake NVML's is there."""
+    chosen = select(listed, ids)
+    if chosen is None:
+        sys.stdout.write("No devices were found\n")
+        return NOT_FOUND
+    if setter == "-pl":
+        watts = _number(value)
+        if watts is None:
+            sys.stdout.write('Invalid power limit "%s" provided.\n\n' % value)
+            return USAGE_ERROR
+    elif setter == "-lgc":
+        parts = [part.strip() for part in (value or "").split(",")]
+        clocks = [_number(part) for part in parts]
+        if len(parts) not in (1, 2) or any(clock is None or clock != int(clock) or clock < 0 for clock in clocks):
+            sys.stdout.write('Invalid clock values "%s" provided.\n\n' % value)
+            return USAGE_ERROR
+        clocks = [int(clock) for clock in clocks]
+        if len(clocks) == 1:        # a single value locks min and max to it (man page: "a singular desired clock")
+            clocks *= 2
+    if (os.geteuid() if euid is None else euid) != 0:
+        # Worded like the real tool's "Unable to set persistence mode for GPU ...: Insufficient Permissions" (the
+        # NVML error string of NVML_ERROR_NO_PERMISSION); the -pl / -lgc wording itself is not published verbatim.
+        what = {"-pl": "power limit", "-lgc": "locked GPU clocks", "-rgc": "reset locked GPU clocks"}[setter]
+        for gpu in chosen:
+            sys.stdout.write("Unable to set %s for GPU %s: Insufficient Permissions\n" % (what, gpu["bus_id"]))
+        sys.stdout.write("Terminating early due to previous errors.\n")
+        return NO_PERMISSION
+    if setter == "-pl":
+        for gpu in chosen:
+            if not gpu["power_min_limit_w"] <= watts <= gpu["power_max_limit_w"]:
+                sys.stdout.write("Provided power limit %.2f W is not a valid power limit which should be between "
+                                 "%.2f W and %.2f W for GPU %s\nTerminating early due to previous errors.\n"
+                                 % (watts, gpu["power_min_limit_w"], gpu["power_max_limit_w"], gpu["bus_id"]))
+                return USAGE_ERROR
+    settings = read_settings()
+    out = []
+    warn = persistence_mode() == "Disabled"
+    for gpu in chosen:
+        mine = settings.setdefault(str(gpu["index"]), {})
+        if setter == "-pl":
+            out.append("Power limit for GPU %s was set to %.2f W from %.2f W.\n" % (gpu["bus_id"], watts,
+                                                                                     gpu["power_limit_w"]))
+            mine["power_limit_w"] = watts
+        elif setter == "-lgc":
+            out.append('GPU clocks set to "(gpuClkMin %d, gpuClkMax %d)" for GPU %s\n' % (clocks[0], clocks[1],
+                                                                                            gpu["bus_id"]))
+            mine["locked_clocks_mhz"] = clocks[:2]
+        else:
+            mine["locked_clocks_mhz"] = None
+        if warn:
+            out.append(PERSISTENCE_WARNING % gpu["bus_id"])
+    write_settings(settings)
+    rerender_nvml_conf(profile)
+    sys.stdout.write("".join(out) + "All done.\n")
+    return 0
+
+
+def rerender_nvml_conf(profile):
+    """Renders nvml.conf again (with the new settings) where the fake NVML's one is installed."""
+    if not os.path.exists(os.path.join(CONFIG_DIR, "nvml.conf")):
+        return
+    sys.path.insert(0, HERE)
+    import emulator_profile  # pylint: disable=import-outside-toplevel
+    emulator_profile.write_nvml_conf(profile["name"], CONFIG_DIR)
+
+
 def main(argv):
     profile = load_profile()
     delay_ms = int(os.environ.get("GPUFLEET_EMULATOR_DELAY_MS") or read_config("delay_ms", "0"))
@@ -622,6 +852,12 @@ def main(argv):
     elif argv and argv[0].startswith("--query-gpu=") and argv[1:2] and argv[1].startswith("--format=csv"):
         options = set(argv[1].split("=", 1)[1].split(",")[1:])
         return query_gpu(profile, argv[0].split("=", 1)[1], options, listed)
+    elif argv and argv[0].startswith("--query-compute-apps=") and argv[1:2] and argv[1].startswith("--format=csv"):
+        options = set(argv[1].split("=", 1)[1].split(",")[1:])
+        return query_compute_apps(argv[0].split("=", 1)[1], options, listed)
+    elif parse_setter(argv):
+        ids, setter, value = parse_setter(argv)
+        return set_settings(profile, listed, ids, setter, value)
     else:
         sys.stdout.write("nvidia-smi emulator (%s): unsupported arguments %s\n" % (profile["name"], " ".join(argv)))
         return USAGE_ERROR
