@@ -484,6 +484,15 @@ def normalise_bus_id(value):
                                   match.group(4))
 
 
+def _memory_used(gpu):
+    """Frame buffer in use as NVML's nvmlDeviceGetMemoryInfo reports it (driver-reserved memory included): the XML's
+    ``used`` plus its ``reserved`` where printed (drivers since 510 print reserved apart), so that both backends
+    give one number."""
+    used = _int(_text(gpu, "fb_memory_usage/used"))
+    reserved = _int(_text(gpu, "fb_memory_usage/reserved"))
+    return used + reserved if used is not None and reserved is not None else used
+
+
 def _mig_device(element):
     return {
         "index": _int(_text(element, "index")),
@@ -637,6 +646,8 @@ def _gpu(index, gpu):
         "compute_capability": None,  # not printed by nvidia-smi: NVML only
         "compute_mode": _text(gpu, "compute_mode"),
         "memory_total_mib": _int(_text(gpu, "fb_memory_usage/total")),
+        "memory_used_mib": _memory_used(gpu),
+        "memory_free_mib": _int(_text(gpu, "fb_memory_usage/free")),
         "utilization_gpu_pct": _int(_text(gpu, "utilization/gpu_util")),
         "mig_mode": {
             "current": _bool_mode(_text(gpu, "mig_mode/current_mig")),

@@ -780,6 +780,7 @@ def _device(nvml, index, handle):
     power_mw = values[(FI_DEV_POWER_INSTANT, 0)]
     if power_mw is None:
         power_mw = nvml.uint("nvmlDeviceGetPowerUsage", label, handle)
+    memory_read = nvml.call("nvmlDeviceGetMemoryInfo", label, handle, ctypes.byref(memory))
     device = {
         "index": index,
         "name": nvml.text("nvmlDeviceGetName", label, _NAME_SIZE, handle),
@@ -791,8 +792,9 @@ def _device(nvml, index, handle):
         "module_id": nvml.uint("nvmlDeviceGetModuleId", label, handle) or None,
         "architecture": architecture_name(nvml.uint("nvmlDeviceGetArchitecture", label, handle)),
         "compute_capability": capability,
-        "memory_total_mib": mib(memory.total) if nvml.call("nvmlDeviceGetMemoryInfo", label, handle,
-                                                           ctypes.byref(memory)) else None,
+        "memory_total_mib": mib(memory.total) if memory_read else None,
+        "memory_used_mib": mib(memory.used) if memory_read else None,
+        "memory_free_mib": mib(memory.free) if memory_read else None,
         "mig_mode": mig_mode,
         "mig_devices": _mig_devices(nvml, label, handle) if mig_mode["current"] else [],
         "persistence_mode": nvml.enabled("nvmlDeviceGetPersistenceMode", label, handle),

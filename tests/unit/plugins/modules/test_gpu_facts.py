@@ -12,6 +12,7 @@ import time
 import pytest
 
 from ansible.module_utils.testing import patch_module_args
+from ansible_collections.gpufleet.node.plugins.module_utils import gpu_inventory
 from ansible_collections.gpufleet.node.plugins.modules import gpu_facts
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -38,7 +39,7 @@ def no_pci(tmp_path):
 
 
 class Recorder:
-    """Stands in for gpu_facts.run_command: answers per argv and records every call."""
+    """Stands in for gpu_inventory.run_command: answers per argv and records every call."""
 
     def __init__(self, answers):
         self.answers = answers
@@ -56,8 +57,8 @@ def no_nvml(timeout, library="libnvidia-ml.so.1"):
 
 def run_main(monkeypatch, capsys, args, answers, nvml_gather=no_nvml):
     recorder = Recorder(answers)
-    monkeypatch.setattr(gpu_facts, "run_command", recorder)
-    monkeypatch.setattr(gpu_facts.nvml, "gather", nvml_gather)
+    monkeypatch.setattr(gpu_inventory, "run_command", recorder)
+    monkeypatch.setattr(gpu_inventory.nvml, "gather", nvml_gather)
     monkeypatch.setattr(gpu_facts, "loaded_module_version", lambda: "535.54.03")
     with patch_module_args(args):
         with pytest.raises(SystemExit) as exit_info:
@@ -126,10 +127,10 @@ def test_mismatch_is_a_state_not_a_failure(monkeypatch, capsys, fake_smi, no_pci
 
 def test_not_installed(monkeypatch, capsys, tmp_path, no_pci):
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(gpu_facts, "SEARCH_DIRS", (str(tmp_path / "nowhere"),))
+    monkeypatch.setattr(gpu_inventory, "SEARCH_DIRS", (str(tmp_path / "nowhere"),))
     recorder = Recorder({})
-    monkeypatch.setattr(gpu_facts, "run_command", recorder)
-    monkeypatch.setattr(gpu_facts.nvml, "gather", no_nvml)
+    monkeypatch.setattr(gpu_inventory, "run_command", recorder)
+    monkeypatch.setattr(gpu_inventory.nvml, "gather", no_nvml)
     with patch_module_args({"pci_devices_path": no_pci}):
         with pytest.raises(SystemExit):
             gpu_facts.main()
@@ -144,11 +145,11 @@ def test_unknown_error_without_a_loaded_module_means_driver_not_loaded():
     text = "Failed to initialize NVML: Unknown Error\n"
     results = {"inventory": (0, text, "", False), "topology": (255, text, "", False),
                "nvlink": (255, text, "", False)}
-    facts = gpu_facts.assemble(["inventory", "topology", "nvlink"], results,
+    facts = gpu_inventory.assemble(["inventory", "topology", "nvlink"], results,
                                {"nvidia_gpus": 0, "nvswitches": 0}, None, "535.309.01")
     assert facts["state"] == "driver_not_loaded"
     assert "/proc/driver/nvidia/version is absent" in facts["message"]
-    facts = gpu_facts.assemble(["inventory"], results, {"nvidia_gpus": 0, "nvswitches": 0}, "535.261.03",
+    facts = gpu_inventory.assemble(["inventory"], results, {"nvidia_gpus": 0, "nvswitches": 0}, "535.261.03",
                                "535.309.01")
     assert facts["state"] == "driver_library_mismatch"
 
@@ -167,8 +168,8 @@ def test_pci_counts_gpus_and_nvswitches(tmp_path):
         device("0000:%02x:00.0" % (0x80 + bus), "0x10de", "0x1af1", "0x068000")
     device("0000:c0:00.0", "0x15b3", "0x101b", "0x020700")  # a Mellanox NIC
     device("0000:c1:00.0", "0x10de", "0x228b", "0x040300")  # a GPU's audio function
-    assert gpu_facts.read_pci(str(tmp_path)) == {"nvidia_gpus": 8, "nvswitches": 6}
-    assert gpu_facts.read_pci(str(tmp_path / "absent")) == {"nvidia_gpus": None, "nvswitches": None}
+    assert gpu_inventory.read_pci(str(tmp_path)) == {"nvidia_gpus": 8, "nvswitches": 6}
+    assert gpu_inventory.read_pci(str(tmp_path / "absent")) == {"nvidia_gpus": None, "nvswitches": None}
 
 
 # --- against the emulator, as real processes ---------------------------------------------------------------
@@ -268,7 +269,7 @@ BUSES = ["00000000:03:00.0", "00000000:04:00.0", "00000000:05:00.0", "00000000:0
 def test_a_lost_gpu_in_partial_output_is_gpu_lost_not_ok():
     """What nvidia-smi does when a GPU falls off the bus: the XML of the others, the lost one on stderr, rc 15."""
     results = {"inventory": (15, xml_document(4, BUSES[1:]), LOST_TEXT, False)}
-    facts = gpu_facts.assemble(["inventory"], results, HEALTHY_PCI, "535.183.01", None)
+    facts = gpu_inventory.assemble(["inventory"], results, HEALTHY_PCI, "535.183.01", None)
     assert facts["state"] == "gpu_lost"
     assert facts["count"] == 3 and facts["attached_gpus"] == 4
     assert facts["lost_gpus"] == ["00000000:03:00.0"]
@@ -277,17 +278,17 @@ def test_a_lost_gpu_in_partial_output_is_gpu_lost_not_ok():
 
 def test_attached_gpus_the_driver_does_not_list_are_a_device_error():
     results = {"inventory": (0, xml_document(4, BUSES[:3]), "", False)}
-    facts = gpu_facts.assemble(["inventory"], results, HEALTHY_PCI, "535.183.01", None)
+    facts = gpu_inventory.assemble(["inventory"], results, HEALTHY_PCI, "535.183.01", None)
     assert facts["state"] == "device_error"
     assert facts["message"] == "the driver says 4 GPUs are attached but lists 3"
 
 
 def test_more_gpus_on_the_pci_bus_than_the_driver_lists_are_a_device_error():
     results = {"inventory": (0, xml_document(3, BUSES[:3]), "", False)}
-    facts = gpu_facts.assemble(["inventory"], results, HEALTHY_PCI, "535.183.01", None)
+    facts = gpu_inventory.assemble(["inventory"], results, HEALTHY_PCI, "535.183.01", None)
     assert facts["state"] == "device_error"
     assert facts["message"] == "the PCI bus shows 4 NVIDIA GPUs, the driver lists 3"
-    healthy = gpu_facts.assemble(["inventory"], {"inventory": (0, xml_document(4, BUSES), "", False)},
+    healthy = gpu_inventory.assemble(["inventory"], {"inventory": (0, xml_document(4, BUSES), "", False)},
                                  HEALTHY_PCI, "535.183.01", None)
     assert healthy["state"] == "ok" and healthy["message"] == "4 GPUs, driver 535.183.01"
 
@@ -295,18 +296,18 @@ def test_more_gpus_on_the_pci_bus_than_the_driver_lists_are_a_device_error():
 def test_no_answer_while_a_module_is_loaded_is_not_driver_not_loaded():
     results = dict((part, (255 if part != "inventory" else 0, NO_DRIVER_TEXT, "", False))
                    for part in ("inventory", "topology", "nvlink"))
-    loaded = gpu_facts.assemble(["inventory", "topology", "nvlink"], results, HEALTHY_PCI, "535.183.01", None)
+    loaded = gpu_inventory.assemble(["inventory", "topology", "nvlink"], results, HEALTHY_PCI, "535.183.01", None)
     assert loaded["state"] == "error"
     assert "kernel module 535.183.01 is loaded" in loaded["message"]
     assert loaded["loaded_module_version"] == "535.183.01"
-    unloaded = gpu_facts.assemble(["inventory", "topology", "nvlink"], results, HEALTHY_PCI, None, None)
+    unloaded = gpu_inventory.assemble(["inventory", "topology", "nvlink"], results, HEALTHY_PCI, None, None)
     assert unloaded["state"] == "driver_not_loaded"
 
 
 def test_the_ok_message_counts_the_driver_list_not_the_matrix():
     """The matrix of the p4d capture has 8 GPUs; the driver lists 4: the message says 4."""
     results = {"inventory": (0, xml_document(4, BUSES), "", False), "topology": (0, P4D_TOPO, "", False)}
-    facts = gpu_facts.assemble(["inventory", "topology"], results, HEALTHY_PCI, "535.183.01", None)
+    facts = gpu_inventory.assemble(["inventory", "topology"], results, HEALTHY_PCI, "535.183.01", None)
     assert facts["state"] == "ok"
     assert facts["message"].startswith("4 GPUs, a topology matrix of 8")
 
@@ -314,7 +315,7 @@ def test_the_ok_message_counts_the_driver_list_not_the_matrix():
 def test_gpus_without_nvlink_print_nothing_and_that_is_ok():
     """Real nvidia-smi on PCIe-only GPUs: `nvlink -s` prints nothing and exits 0."""
     results = {"inventory": (0, xml_document(4, BUSES), "", False), "nvlink": (0, "", "", False)}
-    facts = gpu_facts.assemble(["inventory", "nvlink"], results, HEALTHY_PCI, "535.183.01", None)
+    facts = gpu_inventory.assemble(["inventory", "nvlink"], results, HEALTHY_PCI, "535.183.01", None)
     assert facts["state"] == "ok", facts["message"]
     assert facts["topology"]["nvlink"] == {} and facts["topology"]["nvlink_links_active"] == 0
     assert facts["errors"] == {}
@@ -325,7 +326,7 @@ def test_a_gpu_with_every_link_down_is_named():
             "GPU 1: NVIDIA A100-SXM4-80GB (UUID: GPU-1)\n"
             "NVML: Unable to retrieve NVLink information as all links are inActive\n")
     results = {"inventory": (0, xml_document(2, BUSES[:2]), "", False), "nvlink": (0, text, "", False)}
-    facts = gpu_facts.assemble(["inventory", "nvlink"], results, {"nvidia_gpus": 2, "nvswitches": 0}, "535.183.01", None)
+    facts = gpu_inventory.assemble(["inventory", "nvlink"], results, {"nvidia_gpus": 2, "nvswitches": 0}, "535.183.01", None)
     assert facts["topology"]["nvlink_gpus_all_inactive"] == ["GPU1"]
     assert facts["topology"]["nvlink_links_active"] == 2
 
@@ -428,13 +429,13 @@ def test_not_supported_calls_are_answers_not_a_reason_for_nvidia_smi(monkeypatch
 
 @pytest.mark.parametrize("state", ["driver_library_mismatch", "driver_not_loaded", "no_devices", "timeout"])
 def test_nvml_states_come_from_its_return_codes(state):
-    facts = gpu_facts.assemble_nvml(["inventory"], nvml_result([], state=state), HEALTHY_PCI, None)
+    facts = gpu_inventory.assemble_nvml(["inventory"], nvml_result([], state=state), HEALTHY_PCI, None)
     assert facts["state"] == state and facts["source"] == "nvml"
     assert facts["message"] == "NVML says %s" % state
 
 
 def test_nvml_driver_not_loaded_beside_a_loaded_module_is_an_error():
-    facts = gpu_facts.assemble_nvml(["inventory"], nvml_result([], state="driver_not_loaded"), HEALTHY_PCI,
+    facts = gpu_inventory.assemble_nvml(["inventory"], nvml_result([], state="driver_not_loaded"), HEALTHY_PCI,
                                     "535.183.01")
     assert facts["state"] == "error" and "kernel module 535.183.01 is loaded" in facts["message"]
 
@@ -443,7 +444,7 @@ def test_nvml_driver_not_loaded_beside_a_loaded_module_is_an_error():
 def test_nvml_failing_before_any_device_is_a_state_not_a_crash(state):
     """nvmlInit_v2 or the device count answering GPU_IS_LOST or RESET_REQUIRED: no devices, no topology."""
     result = dict(nvml_result([], state=state), topology=None)
-    facts = gpu_facts.assemble_nvml(["inventory", "topology", "nvlink"], result, HEALTHY_PCI, "535.183.01")
+    facts = gpu_inventory.assemble_nvml(["inventory", "topology", "nvlink"], result, HEALTHY_PCI, "535.183.01")
     assert facts["state"] == state and facts["message"] == "NVML says %s" % state
 
 
@@ -451,7 +452,7 @@ def test_nvml_handle_failing_otherwise_than_lost_is_a_device_error():
     devices = [nvml_device(index, BUSES[index]) for index in (0, 1, 3)]
     result = nvml_result(devices, state="device_error",
                          lost=[{"index": 2, "pci_bus_id": None, "nvml_return": "NVML_ERROR_INSUFFICIENT_POWER"}])
-    facts = gpu_facts.assemble_nvml(["inventory"], result, HEALTHY_PCI, "535.183.01")
+    facts = gpu_inventory.assemble_nvml(["inventory"], result, HEALTHY_PCI, "535.183.01")
     assert facts["lost_gpus"] == []
     assert facts["state"] == "device_error"
 
@@ -475,7 +476,7 @@ def test_nvml_lost_gpu():
     devices = [nvml_device(index, BUSES[index]) for index in (0, 1, 3)]
     result = nvml_result(devices, state="gpu_lost",
                          lost=[{"index": 2, "pci_bus_id": BUSES[2], "nvml_return": "NVML_ERROR_GPU_IS_LOST"}])
-    facts = gpu_facts.assemble_nvml(["inventory", "topology", "nvlink"], result, HEALTHY_PCI, "535.183.01")
+    facts = gpu_inventory.assemble_nvml(["inventory", "topology", "nvlink"], result, HEALTHY_PCI, "535.183.01")
     assert facts["state"] == "gpu_lost" and facts["lost_gpus"] == [BUSES[2]]
     assert facts["count"] == 3 and facts["attached_gpus"] == 4
 
