@@ -1,0 +1,75 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""GPU metrics for node exporter's textfile collector (gpufleet.node.gpu_monitoring; run by its systemd timer).
+
+    python3 gpufleet-gpu-metrics.py /etc/gpufleet/gpu-metrics.json
+
+Gathers the GPU facts with the collection's own code (gpu_facts' gather: NVML or nvidia-smi), judges them with the
+collection's health gates (gpufleet_node_health, the verdict validate.yml gives) and writes the metrics
+(module_utils/gpu_metrics.py's render) atomically to the settings' ``textfile``. The code lies beside this file
+under ansible_collections/gpufleet/node, where the role copies it. No Ansible on the node: the health gates' one
+Ansible import, ansible.errors.AnsibleFilterError, is stood in for by a plain exception class when Ansible is
+absent. A node without a GPU or driver gets metrics that say so (gpufleet_gpu_facts_ok 0 with the state).
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import types
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+try:
+    import ansible.errors  # noqa: F401  pylint: disable=unused-import
+except ImportError:
+    _ERRORS = types.ModuleType("ansible.errors")
+    _ERRORS.AnsibleFilterError = type("AnsibleFilterError", (Exception,), {})
+    sys.modules.setdefault("ansible", types.ModuleType("ansible"))
+    sys.modules["ansible.errors"] = _ERRORS
+
+from ansible_collections.gpufleet.node.plugins.filter.fleet import gpufleet_node_health  # noqa: E402
+from ansible_collections.gpufleet.node.plugins.module_utils import gpu_inventory, gpu_metrics  # noqa: E402
+
+
+def fabricmanager_active():
+    """As playbooks/files/node_probe.py reads it: True, False, or None when systemctl cannot tell."""
+    try:
+        done = subprocess.run(["systemctl", "is-active", "nvidia-fabricmanager"], capture_output=True, text=True,
+                              timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() == "active"
+
+
+def main(argv):
+    with open(argv[1]) as stream:
+        settings = json.load(stream)
+    started = time.time()
+    try:
+        gpu = gpu_inventory.gather({"backend": settings.get("backend", "auto"), "nvidia_smi_path": None,
+                                    "nvml_library": None, "timeout": int(settings.get("timeout_s", 10)),
+                                    "gather_subset": ["all"], "pci_devices_path": "/sys/bus/pci/devices"})
+    except Exception as exc:  # pylint: disable=broad-except
+        gpu = gpu_inventory.empty_facts()
+        gpu["message"] = "gather failed: %s: %s" % (type(exc).__name__, exc)
+    probes = {"persistence_expected": bool(settings.get("persistence_expected", True)),
+              "fabricmanager_active": fabricmanager_active() if (gpu.get("topology") or {}).get("nvswitch") else None}
+    try:
+        health = gpufleet_node_health(gpu, probes, settings.get("health_thresholds") or {})
+    except Exception as exc:  # pylint: disable=broad-except
+        sys.stderr.write("health gates failed: %s\n" % exc)
+        health = None
+    hostname = socket.gethostname() if settings.get("hostname_label", True) else None
+    text = gpu_metrics.render(gpu, health=health, hostname=hostname, timestamp=round(started, 3))
+    gpu_metrics.write_atomically(settings["textfile"], text)
+    print("%s: state %s, %d GPUs, %s" % (settings["textfile"], gpu.get("state"), gpu.get("count") or 0,
+                                        "healthy" if health and not health["failures"] else
+                                        "health unknown" if health is None else "; ".join(health["failures"])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,310 @@
+"""gpu_metrics: the GPU facts as Prometheus text, with dcgm-exporter's names and labels; and the collector on emulated
+hardware, without Ansible.
+
+The names and labels are checked against NVIDIA's sources (read at github.com/NVIDIA/dcgm-exporter and
+github.com/NVIDIA/go-dcgm, see DCGM_SOURCES below), the format against Prometheus' text exposition format
+(https://prometheus.io/docs/instrumenting/exposition_formats/: one HELP and one TYPE line per family before its
+samples, label values with backslash, double quote and line feed escaped).
+"""
+import json
+import os
+import pathlib
+import re
+import shutil
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.gpufleet.node.plugins.module_utils import gpu_metrics
+from ansible_collections.gpufleet.node.plugins.modules import gpu_facts
+
+ROOT = pathlib.Path(__file__).resolve().parents[4]
+EMULATION = ROOT / "tests" / "emulator"
+EMULATOR = EMULATION / "nvidia_smi_emulator.py"
+COLLECTOR = ROOT / "roles" / "gpu_monitoring" / "files" / "gpufleet-gpu-metrics.py"
+
+# DCGM field names as NVIDIA publishes them, with the Prometheus type dcgm-exporter gives them:
+# - dcgm-exporter etc/default-counters.csv and etc/dcp-metrics-included.csv (lines "FIELD, type, help"; the
+#   commented ones too, which users enable by removing the '#');
+# - the rest from DCGM's field list (go-dcgm pkg/dcgm/const_fields.go): 112 DCGM_FI_DEV_CLOCKS_EVENT_REASONS,
+#   164 DCGM_FI_DEV_ENFORCED_POWER_LIMIT, 396 DCGM_FI_DEV_ROW_REMAP_PENDING.
+DCGM_SOURCES = {
+    "DCGM_FI_DEV_GPU_UTIL": "gauge",                       # default-counters.csv
+    "DCGM_FI_DEV_FB_USED": "gauge",                        # default-counters.csv
+    "DCGM_FI_DEV_FB_FREE": "gauge",                        # default-counters.csv
+    "DCGM_FI_DEV_GPU_TEMP": "gauge",                       # default-counters.csv
+    "DCGM_FI_DEV_POWER_USAGE": "gauge",                    # default-counters.csv
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": "counter",          # default-counters.csv
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": "counter",            # default-counters.csv (commented)
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": "counter",            # default-counters.csv (commented)
+    "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL": "counter",            # default-counters.csv (commented)
+    "DCGM_FI_DEV_RETIRED_SBE": "counter",                  # dcp-metrics-included.csv
+    "DCGM_FI_DEV_RETIRED_DBE": "counter",                  # dcp-metrics-included.csv
+    "DCGM_FI_DEV_RETIRED_PENDING": "counter",              # default-counters.csv (commented)
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": "counter",  # default-counters.csv
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": "counter",    # default-counters.csv
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": "gauge",              # default-counters.csv
+    "DCGM_FI_DEV_ROW_REMAP_PENDING": "gauge",              # const_fields.go 396, "Whether remapping of rows is pending"
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": "gauge",           # const_fields.go 112 (bitmask)
+    "DCGM_FI_DEV_ENFORCED_POWER_LIMIT": "gauge",           # const_fields.go 164
+}
+# dcgm-exporter's GPU label set: internal/pkg/rendermetrics/render_metrics.go, gpuMetricsFormat (gpu, UUID,
+# pci_bus_id, device, modelName, Hostname when set), then label fields (DCGM_FI_DRIVER_VERSION, a "label" line of
+# dcp-metrics-included.csv).
+DCGM_LABELS = ["gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION"]
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\["\\n])*",?)*)\})? (\S+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\["\\n])*)"')
+
+
+def parse(text):
+    """Strict reading of the exposition text: {(name, ((label, value), ...)): value}, checking HELP/TYPE order."""
+    samples, described = {}, []
+    assert text.endswith("\n")
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            name = line.split(" ")[2]
+            assert name not in described, "two HELP lines for %s" % name
+            described.append(name)
+            continue
+        if line.startswith("# TYPE "):
+            _hash, _type, name, kind = line.split(" ")
+            assert described[-1] == name and kind in ("gauge", "counter")
+            continue
+        match = SAMPLE.match(line)
+        assert match, "not a sample line: %r" % line
+        name = match.group(1)
+        assert described and described[-1] == name, "sample of %s outside its family" % name
+        labels = tuple((key, value.replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\"))
+                       for key, value in LABEL.findall(match.group(3) or ""))
+        samples[(name, labels)] = float(match.group(4))
+    return samples
+
+
+def device(index, **fields):
+    base = {"index": index, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-%d" % index,
+            "pci_bus_id": "00000000:%02X:00.0" % (0x18 + index), "utilization_gpu_pct": 0, "memory_used_mib": 512,
+            "memory_free_mib": 80000, "temperature_c": 33, "power_draw_w": 70.5, "power_limit_w": 700.0,
+            "clock_event_reasons_active": ["gpu_idle"], "ecc_errors_corrected_volatile": 0,
+            "ecc_errors_uncorrected_volatile": 0, "ecc_errors_uncorrected_aggregate": 0,
+            "retired_pages": None,
+            "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False},
+            "pcie": {"replay_counter": 0}}
+    base.update(fields)
+    return base
+
+
+def facts(devices, **topology):
+    return {"state": "ok", "source": "nvml", "driver_version": "535.183.01", "count": len(devices),
+            "devices": devices, "topology": dict({"nvlink": {}, "nvlink_gpus_all_inactive": []}, **topology)}
+
+
+def value(samples, name, gpu):
+    found = [v for (metric, labels), v in samples.items() if metric == name and ("gpu", str(gpu)) in labels]
+    assert len(found) <= 1
+    return found[0] if found else None
+
+
+def test_every_dcgm_name_is_a_published_field_with_its_type():
+    names = dict((name, kind) for name, kind, _help, _value in gpu_metrics.DEVICE_METRICS)
+    dcgm = dict((name, kind) for name, kind in names.items() if name.startswith(gpu_metrics.DCGM_PREFIX))
+    assert dcgm == DCGM_SOURCES
+    assert all(name.startswith(("DCGM_FI_", "gpufleet_")) for name in names)
+
+
+def test_labels_are_dcgm_exporters_in_its_order():
+    text = gpu_metrics.render(facts([device(0)]), hostname="node-1")
+    line = [line for line in text.splitlines() if line.startswith("DCGM_FI_DEV_GPU_TEMP{")][0]
+    assert [key for key, _value in LABEL.findall(line)] == DCGM_LABELS
+    assert ('device="nvidia0"' in line and 'modelName="NVIDIA H100 80GB HBM3"' in line
+            and 'DCGM_FI_DRIVER_VERSION="535.183.01"' in line and 'pci_bus_id="00000000:18:00.0"' in line)
+
+
+def test_values_are_the_facts():
+    samples = parse(gpu_metrics.render(facts([device(0), device(1, temperature_c=91, utilization_gpu_pct=87,
+                                                                   ecc_errors_uncorrected_volatile=2)])))
+    assert value(samples, "DCGM_FI_DEV_GPU_TEMP", 0) == 33 and value(samples, "DCGM_FI_DEV_GPU_TEMP", 1) == 91
+    assert value(samples, "DCGM_FI_DEV_GPU_UTIL", 1) == 87
+    assert value(samples, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", 1) == 2
+    assert value(samples, "DCGM_FI_DEV_POWER_USAGE", 0) == 70.5
+    assert value(samples, "DCGM_FI_DEV_ENFORCED_POWER_LIMIT", 0) == 700.0
+    assert value(samples, "DCGM_FI_DEV_FB_USED", 0) == 512 and value(samples, "DCGM_FI_DEV_FB_FREE", 0) == 80000
+    assert value(samples, "DCGM_FI_DEV_ROW_REMAP_PENDING", 0) == 0
+    assert samples[("gpufleet_gpu_facts_ok", (("state", "ok"), ("source", "nvml")))] == 1
+
+
+def test_an_unknown_value_gets_no_sample_never_a_zero():
+    samples = parse(gpu_metrics.render(facts([device(0, temperature_c=None, remapped_rows=None,
+                                                     clock_event_reasons_active=None), device(1)])))
+    assert value(samples, "DCGM_FI_DEV_GPU_TEMP", 0) is None and value(samples, "DCGM_FI_DEV_GPU_TEMP", 1) == 33
+    assert value(samples, "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", 0) is None
+    assert value(samples, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", 0) is None
+    assert value(samples, "DCGM_FI_DEV_RETIRED_SBE", 0) is None  # retired_pages None: not reported
+    text = gpu_metrics.render(facts([device(0, temperature_c=None)]))
+    assert "DCGM_FI_DEV_GPU_TEMP" not in text  # no family without a sample (no HELP/TYPE either)
+
+
+def test_no_gpu_says_so():
+    gpu = {"state": "not_installed", "source": None, "count": 0, "devices": [], "topology": {}}
+    samples = parse(gpu_metrics.render(gpu, hostname="cpu-node"))
+    assert samples == {("gpufleet_gpu_facts_ok", (("state", "not_installed"), ("source", "none"), ("Hostname", "cpu-node"))): 0,
+                       ("gpufleet_gpu_count", (("Hostname", "cpu-node"),)): 0}
+
+
+def test_label_values_are_escaped():
+    text = gpu_metrics.render(facts([device(0, name='Odd "GPU"\\ name\nline two')]))
+    assert 'modelName="Odd \\"GPU\\"\\\\ name\\nline two"' in text
+    labels = dict([key for key in parse(text) if key[0] == "DCGM_FI_DEV_GPU_TEMP"][0][1])
+    assert labels["modelName"] == 'Odd "GPU"\\ name\nline two'
+
+
+def test_help_and_type_once_per_family_before_its_samples():
+    text = gpu_metrics.render(facts([device(0), device(1), device(2)]), health={"failures": [], "warnings": []})
+    parse(text)  # checks the order
+    assert text.count("# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n") == 1
+    assert text.count("# TYPE DCGM_FI_DEV_ECC_DBE_VOL_TOTAL counter\n") == 1
+
+
+def test_clock_event_reasons_as_dcgms_bitmask_and_per_reason():
+    samples = parse(gpu_metrics.render(facts([device(0, clock_event_reasons_active=["gpu_idle", "hw_thermal_slowdown"])])))
+    # nvmlClocksEventReasonGpuIdle 0x1, nvmlClocksEventReasonHwThermalSlowdown 0x40 (nvml.h)
+    assert value(samples, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", 0) == 0x41
+    active = dict((dict(labels)["reason"], v) for (name, labels), v in samples.items()
+                  if name == "gpufleet_clock_event_reason_active")
+    assert active["hw_thermal_slowdown"] == 1 and active["gpu_idle"] == 1 and active["sw_power_cap"] == 0
+    assert gpu_metrics.clock_event_mask([]) == 0 and gpu_metrics.clock_event_mask(None) is None
+
+
+def test_nvlink_links_per_gpu():
+    links = [{"link": n, "active": n != 2} for n in range(4)]
+    gpu = facts([device(0), device(1), device(2)], nvlink={"GPU0": links, "GPU1": [{"link": 0, "active": True}],
+                                                          "GPU2": []}, nvlink_gpus_all_inactive=["GPU2"])
+    samples = parse(gpu_metrics.render(gpu))
+    assert (value(samples, "gpufleet_nvlink_links_up", 0), value(samples, "gpufleet_nvlink_links_down", 0)) == (3, 1)
+    assert value(samples, "gpufleet_nvlink_all_links_down", 2) == 1 and value(samples, "gpufleet_nvlink_all_links_down", 0) == 0
+    # nvidia-smi prints one line for a GPU whose links are all down: how many is unknown, so no sample
+    assert value(samples, "gpufleet_nvlink_links_up", 2) == 0 and value(samples, "gpufleet_nvlink_links_down", 2) is None
+    no_nvlink = parse(gpu_metrics.render(facts([device(0)])))
+    assert value(no_nvlink, "gpufleet_nvlink_links_up", 0) is None
+
+
+def test_health_verdict_per_gpu_and_node():
+    health = {"failures": ["GPU1: 2 uncorrected ECC errors since the driver loaded (max 0)",
+                           "NVLink inactive: GPU10 link 2"], "warnings": ["x"]}
+    samples = parse(gpu_metrics.render(facts([device(0), device(1), device(10)]), health=health))
+    assert [value(samples, "gpufleet_gpu_healthy", n) for n in (0, 1, 10)] == [1, 0, 0]
+    assert samples[("gpufleet_node_healthy", ())] == 0
+    assert samples[("gpufleet_node_health_failures", ())] == 2
+    healthy = parse(gpu_metrics.render(facts([device(0)]), health={"failures": [], "warnings": []}))
+    assert healthy[("gpufleet_node_healthy", ())] == 1
+
+
+def test_write_atomically(tmp_path):
+    target = tmp_path / "gpu.prom"
+    target.write_text("old\n")
+    gpu_metrics.write_atomically(str(target), "new\n")
+    assert target.read_text() == "new\n" and stat.S_IMODE(target.stat().st_mode) == 0o644
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["gpu.prom"]
+    with pytest.raises(OSError):
+        gpu_metrics.write_atomically(str(tmp_path / "absent" / "gpu.prom"), "x\n")
+
+
+# --- on emulated hardware -----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def fake_nvml_library(tmp_path_factory):
+    gcc = shutil.which("gcc")
+    assert gcc, "gcc builds the fake libnvidia-ml.so.1 (tools/host-deps.sh installs it)"
+    output = tmp_path_factory.mktemp("fake-nvml") / "libnvidia-ml.so.1"
+    subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-o", str(output)]
+                   + [str(path) for path in sorted((EMULATION / "fake_nvml").glob("*.c"))], check=True)
+    return str(output)
+
+
+@pytest.fixture
+def emulated(fake_nvml_library, tmp_path, monkeypatch):
+    """Facts of both backends for an emulated profile (with faults), as gpu_facts gathers them."""
+    sys.path.insert(0, str(EMULATION))
+    try:
+        import emulator_profile  # pylint: disable=import-outside-toplevel,import-error
+    finally:
+        sys.path.remove(str(EMULATION))
+    config, pci = tmp_path / "config", tmp_path / "pci"
+    config.mkdir()
+    pci.mkdir()
+    script = tmp_path / "nvidia-smi"
+    script.write_text("#!/bin/sh\nexec %s %s \"$@\"\n" % (sys.executable, EMULATOR))
+    script.chmod(0o755)
+    monkeypatch.setenv("GPUFLEET_EMULATOR_CONFIG", str(config))
+    monkeypatch.setenv("GPUFLEET_NVML_CONF", str(config / "nvml.conf"))
+    monkeypatch.setattr(gpu_facts, "loaded_module_version", lambda: "535.183.01")
+
+    def gather(name, faults=None):
+        profile = json.loads((EMULATION / "profiles" / (name + ".json")).read_text(encoding="utf-8"))
+        if faults is not None:
+            (config / "faults.json").write_text(json.dumps(faults), encoding="utf-8")
+        (config / "nvml.conf").write_text(emulator_profile.render_nvml_conf(profile, name, faults), encoding="utf-8")
+        emulator_profile.lay_out_pci(profile, str(pci))
+        monkeypatch.setenv("GPUFLEET_EMULATOR_PROFILE", name)
+        params = {"nvidia_smi_path": str(script), "nvml_library": fake_nvml_library, "timeout": 10,
+                  "gather_subset": ["all"], "pci_devices_path": str(pci)}
+        return gpu_facts.gather(dict(params, backend="nvml")), gpu_facts.gather(dict(params, backend="nvidia_smi"))
+
+    return gather
+
+
+FAULTS = {"inactive_links": [[0, 2]], "all_links_inactive": [3],
+          "gpus": {"1": {"ecc_dram_uncorrectable_volatile": 2, "temperature_c": 91}}}
+
+
+@pytest.mark.parametrize("profile, faults", [("hgx-h100-8gpu", None), ("pcie-4gpu", None), ("hgx-h100-8gpu", FAULTS)])
+def test_both_backends_give_the_same_metrics(emulated, profile, faults):
+    nvml_facts, smi_facts = emulated(profile, faults)
+    nvml_text = gpu_metrics.render(nvml_facts, hostname="n")
+    smi_text = gpu_metrics.render(smi_facts, hostname="n")
+    strip = re.compile(r'(gpufleet_gpu_facts_ok\{state="[^"]*"),source="[^"]*"')
+    assert strip.sub(r"\1", nvml_text) == strip.sub(r"\1", smi_text)
+    samples = parse(nvml_text)
+    truth = json.loads((EMULATION / "profiles" / (profile + ".json")).read_text(encoding="utf-8"))
+    assert len([key for key in samples if key[0] == "DCGM_FI_DEV_GPU_TEMP"]) == len(truth["bus_ids"])
+    if faults:
+        assert value(samples, "DCGM_FI_DEV_GPU_TEMP", 1) == 91 and value(samples, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", 1) == 2
+        assert value(samples, "gpufleet_nvlink_all_links_down", 3) == 1
+        assert value(samples, "gpufleet_nvlink_links_down", 0) >= 1
+
+
+def test_the_collector_runs_without_ansible(emulated, tmp_path):
+    """The role's collector, laid out as the role installs it, run by a Python without Ansible: gathers with the
+    collection's code, judges with the health gates (ansible.errors stood in for) and writes the file."""
+    emulated("pcie-4gpu", {"gpus": {"2": {"temperature_c": 88}}})
+    lib = tmp_path / "lib"
+    node = lib / "ansible_collections" / "gpufleet" / "node"
+    for package in (lib / "ansible_collections", lib / "ansible_collections" / "gpufleet", node, node / "plugins",
+                    node / "plugins" / "module_utils", node / "plugins" / "filter"):
+        package.mkdir(parents=True, exist_ok=True)
+        (package / "__init__.py").write_text("")
+    for name in ("gpu_inventory", "gpu_metrics", "nvml", "nvidia_smi", "process"):
+        shutil.copy(ROOT / "plugins" / "module_utils" / (name + ".py"), node / "plugins" / "module_utils")
+    shutil.copy(ROOT / "plugins" / "filter" / "fleet.py", node / "plugins" / "filter")
+    shutil.copy(COLLECTOR, lib / COLLECTOR.name)
+    textfile = tmp_path / "textfile" / "gpufleet-gpu.prom"
+    textfile.parent.mkdir()
+    settings = tmp_path / "gpu-metrics.json"
+    settings.write_text(json.dumps({"backend": "nvidia_smi", "timeout_s": 10, "textfile": str(textfile),
+                                    "hostname_label": False, "persistence_expected": True, "health_thresholds": {}}))
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    shutil.copy(tmp_path / "nvidia-smi", bindir / "nvidia-smi")
+    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    env = dict(os.environ, PATH="%s:%s" % (bindir, os.environ.get("PATH", "")))
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run([python, "-I", str(lib / COLLECTOR.name), str(settings)], env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    samples = parse(textfile.read_text())
+    assert value(samples, "DCGM_FI_DEV_GPU_TEMP", 2) == 88
+    assert samples[("gpufleet_gpu_facts_ok", (("state", "ok"), ("source", "nvidia_smi")))] == 1
+    assert ("gpufleet_node_healthy", ()) in samples
+    assert sorted(path.name for path in textfile.parent.iterdir()) == ["gpufleet-gpu.prom"]
