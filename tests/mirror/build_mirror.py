@@ -13,6 +13,13 @@ repo-debian.sh: `Origin: NVIDIA`, `Label: NVIDIA CUDA`, the architecture, the da
 Packages and Packages.gz, `Acquire-By-Hash: no`); it is signed with a throwaway ed25519 key made for the build, whose
 public key is `<repo dir>/gpufleet-test.pub` and fingerprint `<out>/fingerprint`.
 
+NVIDIA's container toolkit repository is laid out as NVIDIA publishes it (the gh-pages branch of
+github.com/NVIDIA/libnvidia-container, served as nvidia.github.io/libnvidia-container): one flat repository per
+Debian architecture, `<out>/libnvidia-container/stable/deb/amd64/`, with `Packages`, `Packages.xz` and a clearsigned
+`InRelease` only (nvidia-container-toolkit's scripts/packages-sign-all.sh), holding nvidia-container-toolkit,
+nvidia-container-toolkit-base, libnvidia-container-tools and libnvidia-container1 at each version of the table, with
+NVIDIA's dependencies between them and a stand-in `nvidia-ctk` (tests/mirror/nvidia-ctk-standin.py).
+
 It also packs the nccl-tests stand-in (tests/mirror/nccl-tests-standin: the real build interface and output
 format) the way GitHub serves a tag tarball: `<out>/NVIDIA/nccl-tests/archive/refs/tags/<tag>.tar.gz`, unpacking
 into `nccl-tests-<tag without the v>/`.
@@ -230,6 +237,58 @@ def driver_packages(spec, driver):
     ]
 
 
+NVIDIA_CTK_STANDIN = HERE / "nvidia-ctk-standin.py"
+CONTAINER_TOOLKIT_STUB = """#!/bin/sh
+# stand-in {name} {version} (gpufleet.node tests): the file NVIDIA's package installs; it runs nothing here.
+echo "{name} stand-in (gpufleet.node tests): not functional in a test node" >&2
+exit 1
+"""
+
+
+def container_toolkit_packages(spec, version, commit):
+    """NVIDIA's four container toolkit packages of one release, with the Depends of their control files
+    (nvidia-container-toolkit packaging/debian/control; libnvidia-container pkg/deb/control, whose tools package
+    gets its libnvidia-container1 dependency from the library's shlibs) and the files of their .install lists."""
+    upstream = version.split("-")[0]
+    table = spec["container_toolkit"]
+
+    def stub(name):
+        return {"content": CONTAINER_TOOLKIT_STUB.format(name=name, version=upstream), "mode": "0755"}
+
+    ctk = NVIDIA_CTK_STANDIN.read_text().replace("@VERSION@", version).replace("@UPSTREAM@", upstream)
+    return [
+        {"name": "libnvidia-container1", "version": version, "section": "libs", "multi_arch": "same",
+         "files": {LIBDIR + "/libnvidia-container.so." + upstream: {"content": ""},
+                   LIBDIR + "/libnvidia-container-go.so." + upstream: {"content": ""}},
+         "links": {LIBDIR + "/libnvidia-container.so.1": "libnvidia-container.so." + upstream,
+                   LIBDIR + "/libnvidia-container-go.so.1": "libnvidia-container-go.so." + upstream}},
+        {"name": "libnvidia-container-tools", "version": version, "section": "utils",
+         "depends": "libc6 (>= 2.14), libcap2 (>= 1:2.10), libnvidia-container1 (>= %s)" % upstream,
+         "files": {"/usr/bin/nvidia-container-cli": stub("nvidia-container-cli")}},
+        {"name": "nvidia-container-toolkit-base", "version": version, "section": "utils",
+         "breaks": "nvidia-container-runtime (<= 3.5.0-1), nvidia-container-runtime-hook, "
+                   "nvidia-container-toolkit (<= 1.10.0-1)",
+         "replaces": "nvidia-container-runtime (<= 3.5.0-1), nvidia-container-runtime-hook",
+         "files": {"/usr/bin/nvidia-ctk": {"content": ctk.replace("@COMMIT@", commit), "mode": "0755"},
+                   "/usr/bin/nvidia-container-runtime": stub("nvidia-container-runtime"),
+                   "/usr/bin/nvidia-cdi-hook": stub("nvidia-cdi-hook"),
+                   "/usr/share/gpufleet-standin/nvidia-container-runtime-config.toml": table["files"]["config.toml"]},
+         # packaging/debian/nvidia-container-toolkit-base.postinst
+         "postinst": "#!/bin/sh\nset -e\ncase \"$1\" in\n  configure)\n    /usr/bin/nvidia-ctk --quiet config "
+                     "--config-file=/etc/nvidia-container-runtime/config.toml --in-place\n  ;;\nesac\nexit 0\n"},
+        {"name": "nvidia-container-toolkit", "version": version, "section": "utils",
+         "depends": "nvidia-container-toolkit-base (= %s), libnvidia-container-tools (>= %s), "
+                    "libnvidia-container-tools (<< 2.0.0)" % (version, version),
+         "breaks": "nvidia-container-runtime (<= 3.5.0-1), nvidia-container-runtime-hook",
+         "replaces": "nvidia-container-runtime (<= 3.5.0-1), nvidia-container-runtime-hook",
+         "files": {"/usr/bin/nvidia-container-runtime-hook": stub("nvidia-container-runtime-hook")},
+         # packaging/debian/nvidia-container-toolkit.postinst
+         "postinst": "#!/bin/sh\nset -e\ncase \"$1\" in\n  configure)\n    if [ -f /usr/bin/nvidia-container-runtime-hook ] "
+                     "&& [ ! -e /usr/bin/nvidia-container-toolkit ]; then\n      ln -s /usr/bin/nvidia-container-runtime-hook "
+                     "/usr/bin/nvidia-container-toolkit\n    fi\n  ;;\nesac\nexit 0\n"},
+    ]
+
+
 def packages_for(spec, distribution):
     """Every package of one distribution path, as dictionaries build_deb takes."""
     packages = []
@@ -268,10 +327,13 @@ def build_deb(work, pool, package):
         "Priority: optional",
         "Description: stand-in for %s (gpufleet.node tests)" % package["name"],
     ]
-    for field in ("Depends", "Provides", "Conflicts", "Replaces"):
-        if package.get(field.lower()):
-            control.insert(3, "%s: %s" % (field, package[field.lower()]))
+    for field in ("Depends", "Provides", "Conflicts", "Breaks", "Replaces", "Multi-Arch"):
+        if package.get(field.lower().replace("-", "_")):
+            control.insert(3, "%s: %s" % (field, package[field.lower().replace("-", "_")]))
     (root / "DEBIAN" / "control").write_text("\n".join(control) + "\n")
+    if package.get("postinst"):
+        (root / "DEBIAN" / "postinst").write_text(package["postinst"])
+        (root / "DEBIAN" / "postinst").chmod(0o755)
     for path, spec in package.get("files", {}).items():
         target = root / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -305,6 +367,27 @@ def sign(repo, gnupg_home, key_id):
     subprocess.run(gpg + ["--clearsign", "-o", str(repo / "InRelease"), str(repo / "Release")], check=True)
     subprocess.run(gpg + ["--armor", "--detach-sign", "-o", str(repo / "Release.gpg"), str(repo / "Release")],
                    check=True)
+
+
+def build_container_toolkit_repo(spec, out, gnupg_home, key_id, armored):
+    """The flat repository as nvidia-container-toolkit's scripts/packages-sign-all.sh (deb-sign) makes it:
+    apt-ftparchive packages into Packages and Packages.xz, apt-ftparchive release clearsigned into InRelease."""
+    table = spec["container_toolkit"]
+    repo = out / table["path"]
+    repo.mkdir(parents=True)
+    with tempfile.TemporaryDirectory() as work:
+        for version, commit in table["versions"].items():
+            for package in container_toolkit_packages(spec, version, commit):
+                build_deb(pathlib.Path(work), repo, package)
+    packages_index = subprocess.run(["apt-ftparchive", "packages", "."], cwd=repo, check=True,
+                                    capture_output=True, text=True).stdout
+    (repo / "Packages").write_text(packages_index)
+    subprocess.run(["xz", "-k", "Packages"], cwd=repo, check=True)
+    release = subprocess.run(["apt-ftparchive", "release", "."], cwd=repo, check=True, capture_output=True).stdout
+    subprocess.run(["gpg", "--homedir", str(gnupg_home), "--batch", "--yes", "--local-user", key_id, "--clearsign",
+                    "--personal-digest-preferences", "sha512", "-o", str(repo / "InRelease")],
+                   input=release, check=True)
+    (repo / "gpufleet-test.pub").write_text(armored)
 
 
 def nccl_tests_tarball(spec):
@@ -362,6 +445,7 @@ def main(out):
             (repo / "Release").write_text(release_text(repo, pathlib.PurePath(repo_path).name))
             sign(repo, gnupg_home, fingerprint)
             (repo / "gpufleet-test.pub").write_text(armored)
+        build_container_toolkit_repo(spec, out, gnupg_home, fingerprint, armored)
         (out / "fingerprint").write_text(fingerprint + "\n")
         url_path, tarball = nccl_tests_tarball(spec)
         (out / url_path).parent.mkdir(parents=True)

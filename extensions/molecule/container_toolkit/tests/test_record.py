@@ -1,0 +1,13 @@
+"""/etc/gpufleet/container-runtime.json, the record the fleet report reads (keys of the issue-16 contract)."""
+import json
+
+
+def test_record(host, debian):
+    record = json.loads(host.file("/etc/gpufleet/container-runtime.json").content_string)
+    engine = {"runtime": "nvidia", "default": False}
+    assert record == {
+        "toolkit_version": "1.17.8-1",
+        "engines": {"docker": dict(engine, config="/etc/docker/daemon.json"),
+                    "containerd": dict(engine, config="/etc/containerd/config.toml")},
+        "cdi_spec": "/etc/cdi/nvidia.yaml" if debian else None,
+    }
