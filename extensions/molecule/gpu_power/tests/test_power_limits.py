@@ -13,7 +13,7 @@ def test_nvidia_smi_reports_500_w_on_the_idle_gpus_and_700_w_on_the_busy_one(hos
     assert limits == dict((bus, "700.00" if bus == BUSY else "500.00") for bus in BUSES)
 
 
-@pytest.mark.parametrize("backend", ["nvml", "nvidia-smi"])
+@pytest.mark.parametrize("backend", ["nvml", "nvidia_smi"])
 def test_gpu_facts_reads_the_limits_back(host, backend):
     facts = host.ansible("gpufleet.node.gpu_facts", "backend=%s" % backend, check=False)["ansible_facts"]["gpu"]
     assert facts["state"] == "ok"
