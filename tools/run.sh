@@ -81,13 +81,21 @@ YAML
 # Molecule 26 in collection mode: run from the collection root (galaxy.yml), it takes the scenarios from
 # extensions/molecule/<scenario>/ and the shared base config from extensions/molecule/config.yml.
 #
-# Two lanes run side by side (most of a scenario's time is apt, dpkg and systemd waiting, not CPU): the scenarios
-# that serve the stand-in mirror on 127.0.0.1:18535 (they include tests/mirror/serve.yml, and the port is one
-# for the whole host network) one after another in the first lane, every other scenario in the second. Node
-# names differ per scenario, so the lanes share nothing else. The second lane's scenarios write their output to
-# $CACHE/molecule/<scenario>.log, printed whole when the lane ends; its progress lines appear as it goes.
-# GPUFLEET_MOLECULE_LANES=1 runs every scenario in one lane, in the given order.
-serves_mirror() { grep -rqs --include='*.yml' 'tests/mirror/serve.yml' "extensions/molecule/$1"; }
+# Two lanes run side by side (most of a scenario's time is apt, dpkg and systemd waiting, not CPU). The scenarios
+# are dealt to the lanes longest first (by the durations measured in CI, below), each to the lane with less work
+# so far. A lane serves the stand-in mirror on a port of its own (GPUFLEET_MIRROR_PORT, read by
+# tests/mirror/serve.yml and the scenarios' inventories), so scenarios that serve it can run beside each other;
+# node names differ per scenario, so the lanes share nothing else. Each scenario's output goes to
+# $CACHE/molecule/<scenario>.log, printed whole when both lanes have ended, followed by a digest of the failures
+# (the failing tasks and tests of each failed scenario), so the end of the output says what broke.
+# GPUFLEET_MOLECULE_LANES=1 runs every scenario in one lane, in the given order, its output on stdout.
+#
+# Seconds each scenario took in a fresh-clone CI run (2026-12-03); a scenario not listed counts as 200.
+declare -A SCENARIO_SECONDS=(
+  [fleet]=650 [stack_ubuntu]=320 [nvidia_driver_ubuntu]=300 [cuda_nccl]=210 [nvidia_driver_cuda_repo]=230
+  [ubuntu_releases]=230 [nvidia_driver_debian]=210 [pytorch]=200 [baseline]=100 [gpu_facts]=85
+)
+MIRROR_PORTS=(18535 18536)
 
 # run_lane LANE SCENARIO...: one after another, stopping at the first failure. With LOGDIR set, each scenario's
 # output goes to LOGDIR/<scenario>.log instead of stdout.
@@ -105,37 +113,64 @@ run_lane() {
   done
 }
 
+# failure_digest LOG: the lines that say what failed in a Molecule log (failed tasks with their messages, failed
+# assertions and tests, Molecule's errors).
+failure_digest() {
+  grep -E -A12 '^(fatal|failed): |FAILED!|^E  |^FAILED |^ERROR ' "$1" | grep -v '^--$' | cut -c1-400 | head -120 || true
+}
+
+LANE_PIDS=()
+stop_lanes() {
+  local pid
+  for pid in "${LANE_PIDS[@]}"; do kill -- -"$pid" 2>/dev/null || true; done
+}
+
 run_molecule() {
-  local total_start scenario mirror_lane=() other_lane=() logdir="$CACHE/molecule" other_pid rc_mirror=0 rc_other=0
+  local total_start scenario lane lanes=() lane_seconds=(0 0) rcs=() logdir="$CACHE/molecule" failed=() i
   [[ ! -e molecule ]] || die "a molecule/ directory at the collection root makes Molecule ignore extensions/molecule"
   [[ ! -e .config/molecule/config.yml ]] || die ".config/molecule/config.yml would take the place of extensions/molecule/config.yml"
   for scenario in "$@"; do
     [[ -f "extensions/molecule/$scenario/molecule.yml" ]] || die "no Molecule scenario '$scenario' under extensions/molecule"
-    if serves_mirror "$scenario"; then mirror_lane+=("$scenario"); else other_lane+=("$scenario"); fi
   done
   total_start=$(date +%s)
-  if [[ ${GPUFLEET_MOLECULE_LANES:-2} == 1 || ${#mirror_lane[@]} == 0 || ${#other_lane[@]} == 0 ]]; then
-    run_lane "one lane" "$@"
+  if [[ ${GPUFLEET_MOLECULE_LANES:-2} == 1 || $# -lt 2 ]]; then
+    GPUFLEET_MIRROR_PORT=${MIRROR_PORTS[0]} run_lane "one lane" "$@"
     info "all scenarios passed in $(since "$total_start") s"
     return
   fi
-  info "lane 1 (serves the mirror): ${mirror_lane[*]}"
-  info "lane 2 (beside it, output to $logdir/<scenario>.log): ${other_lane[*]}"
+  lanes=("" "")
+  while read -r _ scenario; do
+    if (( lane_seconds[0] <= lane_seconds[1] )); then lane=0; else lane=1; fi
+    lanes[lane]+=" $scenario"
+    (( lane_seconds[lane] += ${SCENARIO_SECONDS[$scenario]:-200} ))
+  done < <(for scenario in "$@"; do echo "${SCENARIO_SECONDS[$scenario]:-200} $scenario"; done | sort -k1,1nr -k2)
   rm -rf "$logdir" && mkdir -p "$logdir"
-  # In a session of its own, so that this script, ended early (Ctrl-C, a CI timeout), takes the lane with it.
-  LOGDIR=$logdir setsid "$ROOT/tools/run.sh" molecule-lane "lane 2" "${other_lane[@]}" &
-  other_pid=$!
-  trap 'kill -- -$other_pid 2>/dev/null || true' EXIT
-  run_lane "lane 1" "${mirror_lane[@]}" || rc_mirror=$?
-  wait "$other_pid" || rc_other=$?
-  trap - EXIT
-  for scenario in "${other_lane[@]}"; do
-    [[ -f "$logdir/$scenario.log" ]] || continue
-    stage "output of molecule test -s $scenario (lane 2)"
-    cat "$logdir/$scenario.log"
+  for lane in 0 1; do
+    info "lane $((lane + 1)) (mirror port ${MIRROR_PORTS[lane]}, about ${lane_seconds[lane]} s):${lanes[lane]}"
+    # In a session of its own, so that this script, ended early (Ctrl-C, a CI timeout), takes the lane with it.
+    # shellcheck disable=SC2086 # the lane is a list of scenario names
+    GPUFLEET_MIRROR_PORT=${MIRROR_PORTS[lane]} LOGDIR=$logdir setsid "$ROOT/tools/run.sh" molecule-lane "lane $((lane + 1))" ${lanes[lane]} &
+    LANE_PIDS+=($!)
   done
-  (( rc_mirror == 0 )) || die "lane 1 failed (${mirror_lane[*]}): see its output above"
-  (( rc_other == 0 )) || die "lane 2 failed (${other_lane[*]}): see its output above"
+  trap stop_lanes EXIT
+  for i in 0 1; do
+    rcs[i]=0
+    wait "${LANE_PIDS[i]}" || rcs[i]=$?
+  done
+  trap - EXIT
+  for scenario in "$@"; do
+    [[ -f "$logdir/$scenario.log" ]] || continue
+    stage "output of molecule test -s $scenario"
+    cat "$logdir/$scenario.log"
+    grep -q 'Molecule executed 1 scenario (1 successful)' "$logdir/$scenario.log" || failed+=("$scenario")
+  done
+  if (( rcs[0] != 0 || rcs[1] != 0 )); then
+    for scenario in "${failed[@]}"; do
+      stage "what failed in $scenario ($logdir/$scenario.log)"
+      failure_digest "$logdir/$scenario.log"
+    done
+    die "Molecule failed: ${failed[*]:-a lane} (lane 1 exit ${rcs[0]}, lane 2 exit ${rcs[1]}); the digest above says what, the output above it how"
+  fi
   info "all scenarios passed in $(since "$total_start") s (two lanes)"
 }
 

@@ -1,7 +1,12 @@
 """nccl: the newest build for CUDA 12.4 (not the older 2.20.5 one, nor the newer +cuda12.6 build), held;
 /etc/nccl.conf; the repository shared with cuda as one signed entry; nccl-tests built from the stand-in of
 GitHub's tag tarball (which unpacks into nccl-tests-2.13.9/) in a directory named after the tarball."""
+import os
+
 import pytest
+
+# The stand-in mirror on the port of this Molecule lane (tests/mirror/serve.yml, tools/run.sh).
+MIRROR = "127.0.0.1:%s" % (os.environ.get("GPUFLEET_MIRROR_PORT") or "18535")
 
 VERSION = "2.21.5-1+cuda12.4"
 
@@ -31,7 +36,7 @@ def test_nccl_conf(host):
 
 
 def test_one_signed_entry_for_the_repository(host):
-    listing = host.check_output("grep -rl 127.0.0.1:18535 /etc/apt/sources.list.d")
+    listing = host.check_output("grep -rl %s /etc/apt/sources.list.d" % MIRROR)
     assert listing.splitlines() == ["/etc/apt/sources.list.d/gpufleet-nvidia-cuda.sources"]
     source = host.file("/etc/apt/sources.list.d/gpufleet-nvidia-cuda.sources").content_string
     assert "Signed-By: /etc/apt/keyrings/gpufleet-nvidia-cuda.gpg" in source

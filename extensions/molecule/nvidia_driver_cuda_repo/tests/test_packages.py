@@ -1,5 +1,10 @@
 """cuda_repo: the exact version asked for, fabric manager at the same version, no other branch, held."""
+import os
+
 import pytest
+
+# The stand-in mirror on the port of this Molecule lane (tests/mirror/serve.yml, tools/run.sh).
+MIRROR = "127.0.0.1:%s" % (os.environ.get("GPUFLEET_MIRROR_PORT") or "18535")
 
 VERSION = "535.161.08-1"
 
@@ -23,8 +28,8 @@ def test_newer_branch_blocked_by_preferences(host):
 def test_one_signed_source(host):
     source = host.file("/etc/apt/sources.list.d/gpufleet-nvidia-cuda.sources").content_string
     assert "Signed-By: /etc/apt/keyrings/gpufleet-nvidia-cuda.gpg" in source
-    assert "URIs: http://127.0.0.1:18535/cuda/debian12/x86_64/" in source
-    listing = host.check_output("grep -rl 127.0.0.1:18535 /etc/apt/sources.list.d")
+    assert "URIs: http://%s/cuda/debian12/x86_64/" % MIRROR in source
+    listing = host.check_output("grep -rl %s /etc/apt/sources.list.d" % MIRROR)
     assert listing.splitlines() == ["/etc/apt/sources.list.d/gpufleet-nvidia-cuda.sources"]
     assert host.file("/etc/apt/keyrings/gpufleet-nvidia-cuda.gpg").mode == 0o644
 
