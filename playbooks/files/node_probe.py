@@ -1,10 +1,20 @@
 """Reads what a node runs, for playbooks/fleet_facts.yml: CUDA (/usr/local/cuda), NCCL (dpkg), torch (the
-gpufleet.node.pytorch virtualenv, argv[1]) and whether fabric manager is active. Prints JSON; never fails."""
+gpufleet.node.pytorch virtualenv, argv[1]), whether fabric manager is active, the container runtime for GPUs
+(gpufleet.node.nvidia_container_toolkit) and the metrics endpoint (gpufleet.node.gpu_monitoring). Prints JSON;
+never fails.
+
+The runtime and the endpoint come from the records those roles write under /etc/gpufleet, each checked against
+the evidence on the node: an engine counts only while its configuration still names the nvidia runtime, the
+endpoint only with the exporter's service active, the GPU metrics only with their file fresh."""
 import glob
 import json
 import os
 import subprocess
 import sys
+import time
+
+RUNTIME_RECORD = "/etc/gpufleet/container-runtime.json"
+MONITORING_RECORD = "/etc/gpufleet/monitoring.json"
 
 
 def run(argv):
@@ -39,5 +49,71 @@ def fabricmanager():
     return None if result is None else result.stdout.strip() == "active"
 
 
-print(json.dumps({"cuda": cuda(), "nccl": nccl(), "torch": torch(sys.argv[1] if len(sys.argv) > 1 else
-                  "/opt/gpufleet/pytorch"), "fabricmanager_active": fabricmanager()}))
+def read_json(path):
+    try:
+        with open(path) as stream:
+            return json.load(stream)
+    except (OSError, ValueError):
+        return None
+
+
+def read_text(path):
+    try:
+        with open(path) as stream:
+            return stream.read()
+    except OSError:
+        return None
+
+
+def engine_configured(name, engine):
+    """Whether the engine's configuration file still names the runtime the record says it was given."""
+    text = read_text(engine.get("config") or "")
+    runtime = engine.get("runtime") or "nvidia"
+    if text is None:
+        return False
+    if name == "docker":
+        try:
+            return runtime in (json.loads(text).get("runtimes") or {})
+        except (ValueError, AttributeError):
+            return False
+    return ("runtimes.%s]" % runtime) in text or ("runtimes.\"%s\"]" % runtime) in text
+
+
+def container_runtime():
+    """{toolkit, engines: {name: {default}}, cdi}, or None without the toolkit role's record."""
+    record = read_json(RUNTIME_RECORD)
+    if not isinstance(record, dict):
+        return None
+    engines = {}
+    for name, engine in sorted((record.get("engines") or {}).items()):
+        if isinstance(engine, dict) and engine_configured(name, engine):
+            engines[name] = {"runtime": engine.get("runtime") or "nvidia", "default": bool(engine.get("default"))}
+    cdi = record.get("cdi_spec")
+    return {"toolkit": record.get("toolkit_version"), "engines": engines,
+            "cdi": cdi if cdi and os.path.isfile(cdi) else None}
+
+
+def monitoring():
+    """{listen_address, metrics_path, active, textfile_age_s, interval_s}, or None without the monitoring record."""
+    record = read_json(MONITORING_RECORD)
+    if not isinstance(record, dict):
+        return None
+    exporter = record.get("node_exporter") or {}
+    result = run(["systemctl", "is-active", "prometheus-node-exporter"])
+    try:
+        age = round(time.time() - os.stat(record.get("textfile") or "").st_mtime)
+    except OSError:
+        age = None
+    return {"listen_address": exporter.get("listen_address"), "metrics_path": exporter.get("metrics_path") or "/metrics",
+            "active": None if result is None else result.stdout.strip() == "active",
+            "textfile_age_s": age, "interval_s": record.get("interval_s")}
+
+
+def main(argv):
+    print(json.dumps({"cuda": cuda(), "nccl": nccl(), "torch": torch(argv[1] if len(argv) > 1 else "/opt/gpufleet/pytorch"),
+                      "fabricmanager_active": fabricmanager(), "container_runtime": container_runtime(),
+                      "monitoring": monitoring()}))
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -583,6 +583,33 @@ def _legend(x, y, width):
     return "".join(parts)
 
 
+WILDCARD_HOSTS = ("", "0.0.0.0", "[::]", "::")
+
+
+def metrics_endpoint(monitoring, address):
+    """The URL a scraper uses for a node's metrics, from what node_probe.py read (listen address, path, whether the
+    exporter is active) and the address the fleet reaches the node at; None without an active exporter. A listen
+    address without a host (":9100") or with a wildcard one listens on every address, so the node's own is used."""
+    if not monitoring or not monitoring.get("active") or not monitoring.get("listen_address"):
+        return None
+    host, _sep, port = str(monitoring["listen_address"]).rpartition(":")
+    if not port.isdigit():
+        return None
+    if host in WILDCARD_HOSTS:
+        host = "[%s]" % address if ":" in address else address
+    return "http://%s:%s%s" % (host, port, monitoring.get("metrics_path") or "/metrics")
+
+
+def runtime_line(runtime):
+    """The report's container runtime cell: the engines that run GPU containers through NVIDIA's runtime."""
+    if not runtime or not runtime.get("engines"):
+        return "none"
+    engines = ", ".join("%s%s" % (name, " (default)" if engine.get("default") else "")
+                        for name, engine in sorted(runtime["engines"].items()))
+    toolkit = " · toolkit %s" % runtime["toolkit"] if runtime.get("toolkit") else ""
+    return "nvidia runtime in %s%s%s" % (engines, toolkit, " · CDI" if runtime.get("cdi") else "")
+
+
 def gpufleet_report_node(host_vars):
     """One node's entry of the fleet report, from its hostvars (after playbooks/fleet_facts.yml): what the page
     shows, a health line, and every GPU fact."""
@@ -591,6 +618,7 @@ def gpufleet_report_node(host_vars):
         topology = gpu["topology"]
         node = host_vars["gpufleet_node"]
         reasons = list(node["health"]["failures"]) + list(node.get("drift") or [])
+        address = str(host_vars.get("ansible_host") or host_vars["inventory_hostname"])
         return {
             "host": host_vars["inventory_hostname"],
             "node": node,
@@ -601,6 +629,8 @@ def gpufleet_report_node(host_vars):
             "topology": dict((key, topology.get(key)) for key in (
                 "gpus", "nvlink_pair_list", "nvswitch", "nvlink_links_active", "nvlink_links_inactive",
                 "nvlink_gpus_all_inactive")),
+            "container_runtime": runtime_line(node.get("container_runtime")),
+            "metrics_endpoint": metrics_endpoint(node.get("monitoring"), address),
             "gpu": gpu,
         }
     except (KeyError, TypeError) as exc:

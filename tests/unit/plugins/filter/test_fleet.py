@@ -15,7 +15,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.node.plugins.filter.fleet import (
     THRESHOLDS, gpufleet_health_thresholds, gpufleet_node_health, gpufleet_report_node, gpufleet_topology_svg,
-    gpufleet_version_drift)
+    gpufleet_version_drift, metrics_endpoint, runtime_line)
 
 
 DEVICE = {
@@ -397,6 +397,47 @@ def test_report_node_from_host_vars():
     assert entry["health"]["ok"] is False
     with pytest.raises(AnsibleFilterError):
         gpufleet_report_node({"inventory_hostname": "n1"})
+
+
+@pytest.mark.parametrize("listen, address, expected", [
+    (":9100", "node-1", "http://node-1:9100/metrics"),
+    ("0.0.0.0:9100", "192.0.2.7", "http://192.0.2.7:9100/metrics"),
+    ("[::]:9100", "2001:db8::7", "http://[2001:db8::7]:9100/metrics"),
+    ("127.0.0.1:19101", "node-1", "http://127.0.0.1:19101/metrics"),
+    ("node-1:notaport", "node-1", None),
+])
+def test_metrics_endpoint_from_the_listen_address(listen, address, expected):
+    monitoring = {"listen_address": listen, "metrics_path": "/metrics", "active": True}
+    assert metrics_endpoint(monitoring, address) == expected
+
+
+def test_no_metrics_endpoint_without_an_active_exporter():
+    assert metrics_endpoint(None, "n1") is None
+    assert metrics_endpoint({"listen_address": ":9100", "active": False}, "n1") is None
+    assert metrics_endpoint({"listen_address": ":9100", "active": None}, "n1") is None
+
+
+def test_runtime_line():
+    assert runtime_line(None) == "none"
+    assert runtime_line({"toolkit": "1.17.8-1", "engines": {}, "cdi": None}) == "none"
+    runtime = {"toolkit": "1.17.8-1", "engines": {"docker": {"default": True}, "containerd": {"default": False}},
+               "cdi": "/etc/cdi/nvidia.yaml"}
+    assert runtime_line(runtime) == "nvidia runtime in containerd, docker (default) · toolkit 1.17.8-1 · CDI"
+
+
+def test_report_node_carries_runtime_and_endpoint():
+    gpu = healthy()
+    gpu["summary"] = {"models": {}}
+    node = {"group": "g", "versions": {}, "health": {"failures": [], "warnings": []}, "drift": [],
+            "container_runtime": {"toolkit": "1.17.8-1", "engines": {"docker": {"default": False}}, "cdi": None},
+            "monitoring": {"listen_address": ":9100", "metrics_path": "/metrics", "active": True}}
+    entry = gpufleet_report_node({"inventory_hostname": "n1", "ansible_host": "198.51.100.4",
+                                  "ansible_facts": {"gpu": gpu}, "gpufleet_node": node})
+    assert entry["container_runtime"] == "nvidia runtime in docker · toolkit 1.17.8-1"
+    assert entry["metrics_endpoint"] == "http://198.51.100.4:9100/metrics"
+    entry = gpufleet_report_node({"inventory_hostname": "n1", "ansible_facts": {"gpu": gpu},
+                                  "gpufleet_node": dict(node, container_runtime=None, monitoring=None)})
+    assert entry["container_runtime"] == "none" and entry["metrics_endpoint"] is None
 
 
 def test_the_documented_thresholds_are_the_defaults():

@@ -1,0 +1,71 @@
+"""playbooks/files/node_probe.py: the container runtime and the metrics endpoint come from the roles' records, each
+checked against the node (an engine whose configuration lost the runtime, an exporter that is not active)."""
+import importlib.util
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+PROBE = Path(__file__).resolve().parents[3] / "playbooks" / "files" / "node_probe.py"
+
+
+@pytest.fixture(name="probe")
+def fixture_probe(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("node_probe", PROBE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "RUNTIME_RECORD", str(tmp_path / "container-runtime.json"))
+    monkeypatch.setattr(module, "MONITORING_RECORD", str(tmp_path / "monitoring.json"))
+    return module
+
+
+def write(path, data):
+    Path(path).write_text(data if isinstance(data, str) else json.dumps(data))
+
+
+def test_no_records_no_claims(probe):
+    assert probe.container_runtime() is None
+    assert probe.monitoring() is None
+
+
+def test_runtime_counts_only_engines_whose_config_names_it(probe, tmp_path):
+    daemon = tmp_path / "daemon.json"
+    write(daemon, {"log-driver": "json-file", "runtimes": {"nvidia": {"path": "nvidia-container-runtime"}}})
+    containerd = tmp_path / "config.toml"
+    write(containerd, 'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n')
+    cdi = tmp_path / "nvidia.yaml"
+    write(cdi, "cdiVersion: 0.5.0\n")
+    write(probe.RUNTIME_RECORD, {
+        "toolkit_version": "1.17.8-1", "cdi_spec": str(cdi),
+        "engines": {"docker": {"config": str(daemon), "runtime": "nvidia", "default": True},
+                    "containerd": {"config": str(containerd), "runtime": "nvidia", "default": False}}})
+    assert probe.container_runtime() == {
+        "toolkit": "1.17.8-1", "cdi": str(cdi),
+        "engines": {"containerd": {"runtime": "nvidia", "default": False}, "docker": {"runtime": "nvidia", "default": True}}}
+    write(daemon, {"log-driver": "json-file"})     # someone rewrote daemon.json since
+    os.remove(cdi)
+    assert probe.container_runtime()["engines"].keys() == {"containerd"}
+    assert probe.container_runtime()["cdi"] is None
+    write(daemon, "not json")
+    assert "docker" not in probe.container_runtime()["engines"]
+
+
+def test_monitoring_reports_the_service_and_the_file_age(probe, tmp_path, monkeypatch):
+    textfile = tmp_path / "gpu.prom"
+    write(textfile, "DCGM_FI_DEV_GPU_TEMP 30\n")
+    os.utime(textfile, (time.time() - 42, time.time() - 42))
+    write(probe.MONITORING_RECORD, {"node_exporter": {"listen_address": ":9100", "metrics_path": "/metrics"},
+                                    "textfile": str(textfile), "interval_s": 30, "metric_prefix": "DCGM_FI_"})
+
+    class Result:
+        stdout = "inactive\n"
+    monkeypatch.setattr(probe, "run", lambda argv: Result)
+    result = probe.monitoring()
+    assert result["listen_address"] == ":9100" and result["active"] is False and result["interval_s"] == 30
+    assert 41 <= result["textfile_age_s"] <= 44
+    Result.stdout = "active\n"
+    assert probe.monitoring()["active"] is True
+    os.remove(textfile)
+    assert probe.monitoring()["textfile_age_s"] is None
