@@ -103,6 +103,18 @@ def test_the_report_json_carries_the_health_and_every_fact(report):
     assert pcie["devices"][0]["compute_mode"] == "Exclusive_Process"
 
 
+def test_the_report_shows_each_nodes_runtime_and_metrics_endpoint(report):
+    nodes = dict((node["host"], node) for node in json.loads((report / "fleet-report.json").read_text())["nodes"])
+    ports = {"gpufleet-fleet-hgx": 19111, "gpufleet-fleet-pairs": 19112, "gpufleet-fleet-pcie": 19113}
+    for host, port in ports.items():
+        assert nodes[host]["metrics_endpoint"] == "http://127.0.0.1:%d/metrics" % port, host
+    # Only the PCIe node runs GPU containers (containerd, from Debian's archive).
+    assert nodes["gpufleet-fleet-pcie"]["container_runtime"].startswith("nvidia runtime in containerd · toolkit 1.")
+    assert nodes["gpufleet-fleet-hgx"]["container_runtime"] == "none"
+    html = (report / "fleet-report.html").read_text()
+    assert "http://127.0.0.1:19113/metrics" in html and "nvidia runtime in containerd" in html
+
+
 def test_the_report_renders_the_machine_as_it_is_in_a_headless_browser(report):
     page = report / "fleet-report.html"
     data = json.loads((report / "fleet-report.json").read_text())
