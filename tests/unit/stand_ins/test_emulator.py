@@ -397,3 +397,84 @@ def test_a_broken_faults_file_is_an_error_not_a_healthy_node(smi):
     smi.faults({"gpus": {"0": {"clock_event_reasons": ["sw_powercap"]}}})
     result = smi("hgx-a100-8gpu", "-q", "-x")
     assert result.returncode != 0 and "sw_powercap" in result.stderr
+
+
+# --- -pl, -lgc, -rgc, --query-compute-apps ------------------------------------------------------------------
+# Mimic the real nvidia-smi's published outputs: "Power limit for GPU 00000000:3B:00.0 was set to 250.00 W from
+# 300.00 W." then "All done." (h2oai/h2ogpt FAQ, "Throttle GPUs in case of reset/reboot"); "Provided power limit
+# 150.00 W is not a valid power limit which should be between 60.00 W and 70.00 W for GPU 00000000:00:04.0" then
+# "Terminating early due to previous errors." (published terminal logs); 'GPU clocks set to "(gpuClkMin 1740,
+# gpuClkMax 1740)" for GPU 00000000:61:00.0' then "All done." (Red Hat OpenShift's GPU operator docs); the
+# persistence-mode warning of a -lgc log with persistence off; min/max power limits in gpu_power_readings (the 535
+# capture's min_power_limit / max_power_limit); exit codes from the man page's RETURN VALUE list.
+
+def as_root(smi):
+    """The emulator checks the effective user; tests run it as whoever runs pytest."""
+    import os  # pylint: disable=import-outside-toplevel
+    if os.geteuid() != 0:
+        pytest.skip("-pl / -lgc need root, as on a real GPU")
+
+
+def test_pl_sets_the_limit_everywhere_it_is_read(smi):
+    as_root(smi)
+    result = smi("hgx-h100-8gpu", "-i", "00000000:53:00.0", "-pl", "500")
+    assert result.returncode == 0
+    assert result.stdout.startswith("Power limit for GPU 00000000:53:00.0 was set to 500.00 W from 700.00 W.\n")
+    assert result.stdout.endswith("All done.\n")
+    assert "Warning: persistence mode is disabled on device 00000000:53:00.0." in result.stdout
+    query = smi("hgx-h100-8gpu", "--query-gpu=index,power.limit,power.default_limit,power.min_limit,power.max_limit",
+                "--format=csv,noheader,nounits")
+    assert query.stdout.splitlines()[:2] == ["0, 500.00, 700.00, 200.00, 700.00", "1, 700.00, 700.00, 200.00, 700.00"]
+    _root, gpus = xml_gpus(smi("hgx-h100-8gpu", "-q", "-x"))
+    readings = gpus["00000000:53:00.0"].find("gpu_power_readings")
+    assert readings.findtext("current_power_limit") == "500.00 W"
+    assert readings.findtext("default_power_limit") == "700.00 W"
+    assert readings.findtext("min_power_limit") == "200.00 W" and readings.findtext("max_power_limit") == "700.00 W"
+
+
+def test_pl_outside_the_range_is_refused_with_the_real_message(smi):
+    as_root(smi)
+    result = smi("hgx-h100-8gpu", "-i", "0", "-pl", "800")
+    assert result.returncode == 2
+    assert result.stdout == ("Provided power limit 800.00 W is not a valid power limit which should be between 200.00 W "
+                             "and 700.00 W for GPU 00000000:53:00.0\nTerminating early due to previous errors.\n")
+    assert not (smi.config / "settings.json").exists()
+
+
+def test_pl_without_i_sets_every_gpu_and_index_lists_work(smi):
+    as_root(smi)
+    assert smi("pcie-4gpu", "-i", "0,2", "-pl", "350").returncode == 0
+    assert smi("hgx-h100-8gpu", "-pl", "450").stdout.count("was set to 450.00 W from ") == 8
+    assert smi("hgx-h100-8gpu", "-i", "9", "-pl", "450").returncode == 6
+
+
+def test_lgc_and_rgc_keep_their_state(smi):
+    as_root(smi)
+    result = smi("hgx-h100-8gpu", "-i", "1", "-lgc", "1200,1980")
+    assert result.returncode == 0
+    assert result.stdout.startswith('GPU clocks set to "(gpuClkMin 1200, gpuClkMax 1980)" for GPU 00000000:64:00.0\n')
+    assert result.stdout.endswith("All done.\n")
+    settings = json.loads((smi.config / "settings.json").read_text())
+    assert settings["gpus"]["1"]["locked_clocks_mhz"] == [1200, 1980]
+    assert smi("hgx-h100-8gpu", "-i", "1", "-rgc").stdout.endswith("All done.\n")
+    assert json.loads((smi.config / "settings.json").read_text())["gpus"]["1"]["locked_clocks_mhz"] is None
+    assert smi("hgx-h100-8gpu", "-i", "1", "-lgc", "1980,abc").returncode == 2
+
+
+def test_pl_renders_nvml_conf_again_for_the_fake_nvml(smi):
+    as_root(smi)
+    sys.path.insert(0, str(EMULATOR.parent))
+    import emulator_profile  # pylint: disable=import-outside-toplevel
+    emulator_profile.write_nvml_conf("hgx-h100-8gpu", str(smi.config))
+    assert smi("hgx-h100-8gpu", "-i", "0", "-pl", "500").returncode == 0
+    conf = (smi.config / "nvml.conf").read_text()
+    assert conf.split("gpu 1\n")[0].count("power_limit_mw 500000") == 1
+    assert conf.split("gpu 1\n")[1].count("power_limit_mw 700000") == 7
+
+
+def test_compute_apps_are_the_planted_ones(smi):
+    result = smi("hgx-h100-8gpu", "--query-compute-apps=gpu_bus_id,pid,process_name,used_gpu_memory", "--format=csv")
+    assert result.returncode == 0 and result.stdout == "gpu_bus_id, pid, process_name, used_gpu_memory [MiB]\n"
+    smi.faults({"gpus": {"3": {"compute_apps": [{"pid": 4242, "process_name": "python3", "used_memory_mib": 1024}]}}})
+    result = smi("hgx-h100-8gpu", "--query-compute-apps=gpu_bus_id,pid", "--format=csv,noheader")
+    assert result.stdout == "00000000:86:00.0, 4242\n"

@@ -1,0 +1,114 @@
+"""The pure functions of roles/gpu_power/files/gpufleet-gpu-power: nvidia-smi's CSV read, and the plan.
+
+The CSV lines are in the form the real nvidia-smi prints for ``--query-gpu=index,pci.bus_id,name,power.limit,
+power.min_limit,power.max_limit --format=csv,noheader,nounits`` (values "[N/A]" where unsupported) and for
+``--query-compute-apps=gpu_bus_id,pid,process_name --format=csv,noheader`` (nothing at all when no process runs).
+"""
+import importlib.machinery
+import importlib.util
+import pathlib
+
+import pytest
+
+SCRIPT = pathlib.Path(__file__).resolve().parents[3] / "roles" / "gpu_power" / "files" / "gpufleet-gpu-power"
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.fixture(scope="module")
+def power():
+    loader = importlib.machinery.SourceFileLoader("gpufleet_gpu_power", str(SCRIPT))
+    spec = importlib.util.spec_from_loader("gpufleet_gpu_power", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+GPUS_CSV = ("0, 00000000:53:00.0, NVIDIA H100 80GB HBM3, 700.00, 200.00, 700.00\n"
+            "1, 00000000:64:00.0, NVIDIA H100 80GB HBM3, 500.00, 200.00, 700.00\n"
+            "2, 00000000:01:00.0, NVIDIA GeForce GTX 1080, [N/A], [N/A], [N/A]\n")
+
+
+def test_parse_gpus_reads_numbers_and_na(power):
+    gpus = power.parse_gpus(GPUS_CSV)
+    assert gpus[0] == {"index": 0, "bus_id": "00000000:53:00.0", "model": H100, "power_limit_w": 700.0,
+                       "min_w": 200.0, "max_w": 700.0}
+    assert gpus[2]["power_limit_w"] is None and gpus[2]["min_w"] is None
+
+
+def test_parse_busy_groups_pids_by_bus(power):
+    assert power.parse_busy("") == {}
+    assert power.parse_busy("00000000:86:00.0, 4242, python3\n00000000:86:00.0, 4243, python3\n") == \
+        {"00000000:86:00.0": ["4242", "4243"]}
+
+
+def test_plan_sets_only_what_differs(power):
+    result = power.plan(power.parse_gpus(GPUS_CSV), {}, {"power_limits_w": {H100: 500}})
+    assert result["actions"] == [["-i", "00000000:53:00.0", "-pl", "500"]]
+    assert result["changed"] and result["errors"] == []
+    assert result["gpus"]["00000000:64:00.0"] == {"index": 1, "model": H100, "power_limit_w": 500.0,
+                                                 "locked_clocks_mhz": None, "state": "in_effect"}
+    assert "00000000:01:00.0" not in result["gpus"]
+
+
+def test_plan_compares_with_gpu_facts_first(power):
+    result = power.plan(power.parse_gpus(GPUS_CSV), {}, {"power_limits_w": {H100: 500}},
+                        current={"00000000:53:00.0": 500.0, "00000000:64:00.0": 650.0})
+    assert result["actions"] == [["-i", "00000000:64:00.0", "-pl", "500"]]
+
+
+def test_plan_refuses_a_limit_outside_the_range_and_changes_nothing(power):
+    result = power.plan(power.parse_gpus(GPUS_CSV), {}, {"power_limits_w": {H100: 800}})
+    assert result["actions"] == [] and not result["changed"]
+    assert result["errors"] == ["power_limits_w[%s] = 800 W is outside GPU 00000000:53:00.0's range 200.00-700.00 W."
+                                % H100]
+
+
+def test_plan_refuses_a_gpu_without_a_power_range(power):
+    result = power.plan(power.parse_gpus(GPUS_CSV), {}, {"power_limits_w": {"NVIDIA GeForce GTX 1080": 150}})
+    assert "does not report a power limit range" in result["errors"][0]
+
+
+@pytest.mark.parametrize("settings, says", [
+    ({"power_limits_w": {H100: "500"}}, "positive number"),
+    ({"power_limits_w": {H100: True}}, "positive number"),
+    ({"power_limits_w": {H100: 0}}, "positive number"),
+    ({"locked_clocks_mhz": {H100: [1980, 1200]}}, "min 1980 is above max 1200"),
+    ({"locked_clocks_mhz": {H100: [1200]}}, "[min, max]"),
+    ({"locked_clocks_mhz": {H100: [1200.5, 1980]}}, "[min, max]"),
+])
+def test_plan_refuses_bad_shapes(power, settings, says):
+    result = power.plan(power.parse_gpus(GPUS_CSV), {}, settings)
+    assert result["actions"] == [] and says in result["errors"][0]
+
+
+def test_a_model_no_gpu_has_is_a_warning(power):
+    result = power.plan(power.parse_gpus(GPUS_CSV), {}, {"power_limits_w": {"NVIDIA A100-SXM4-80GB": 300}})
+    assert result["errors"] == [] and result["actions"] == []
+    assert result["warnings"][0].startswith("No GPU of model NVIDIA A100-SXM4-80GB on this node")
+
+
+def test_busy_gpus_are_left_unless_forced(power):
+    gpus = power.parse_gpus(GPUS_CSV)
+    busy = {"00000000:53:00.0": ["4242"]}
+    left = power.plan(gpus, busy, {"power_limits_w": {H100: 500}})
+    assert left["actions"] == [] and not left["changed"]
+    assert left["gpus"]["00000000:53:00.0"]["state"] == "busy"
+    assert left["gpus"]["00000000:53:00.0"]["power_limit_w"] == 700.0
+    assert "runs compute processes (pids 4242)" in left["warnings"][0]
+    forced = power.plan(gpus, busy, {"power_limits_w": {H100: 500}, "force": True})
+    assert forced["actions"] == [["-i", "00000000:53:00.0", "-pl", "500"]]
+
+
+def test_locked_clocks_follow_the_record_and_are_relocked_at_boot(power):
+    gpus = power.parse_gpus(GPUS_CSV)[:1]
+    settings = {"locked_clocks_mhz": {H100: [1200, 1980]}}
+    assert power.plan(gpus, {}, settings)["actions"] == [["-i", "00000000:53:00.0", "-lgc", "1200,1980"]]
+    record = {"00000000:53:00.0": {"locked_clocks_mhz": [1200, 1980]}}
+    assert power.plan(gpus, {}, settings, previous=record)["actions"] == []
+    assert power.plan(gpus, {}, settings, previous=record, boot=True)["actions"] == \
+        [["-i", "00000000:53:00.0", "-lgc", "1200,1980"]]
+
+
+def test_empty_settings_change_nothing(power):
+    result = power.plan(power.parse_gpus(GPUS_CSV), {}, {"power_limits_w": {}, "locked_clocks_mhz": {}})
+    assert result == {"changed": False, "actions": [], "errors": [], "warnings": [], "gpus": {}}
