@@ -3,6 +3,8 @@ import json
 import pathlib
 import subprocess
 
+import yaml
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
@@ -44,3 +46,26 @@ def test_no_end_of_life_branch():
 def test_site_playbook_syntax():
     subprocess.run(["ansible-playbook", "--syntax-check", "-i", str(ROOT / "inventory" / "example"),
                     str(ROOT / "playbooks" / "site.yml")], check=True, capture_output=True)
+
+
+def test_containers_power_and_metrics_are_turned_on_explicitly():
+    """site.yml runs these roles only where the inventory turns them on; the example shows all three."""
+    hostvars = inventory()["_meta"]["hostvars"]
+    for host, variables in hostvars.items():
+        assert variables["gpufleet_containers"] is True and variables["gpufleet_monitoring"] is True, host
+        assert variables.get("gpufleet_gpu_power", False) is ("h100" in host), host
+    h100 = next(variables for host, variables in hostvars.items() if "h100" in host)
+    assert 200 <= h100["gpu_power_limits_w"]["NVIDIA H100 80GB HBM3"] <= 700    # the H100 SXM's range
+
+
+def test_every_variable_is_a_role_option_or_a_site_switch():
+    """A misspelt variable in an inventory is silently ignored: each one the example sets is an option of a role's
+    argument spec, or one of site.yml's gpufleet_* switches (which site.yml itself names)."""
+    options = set()
+    for spec in ROOT.glob("roles/*/meta/argument_specs.yml"):
+        for entry in yaml.safe_load(spec.read_text())["argument_specs"].values():
+            options.update(entry.get("options", {}))
+    site = (ROOT / "playbooks" / "site.yml").read_text()
+    for host, variables in inventory()["_meta"]["hostvars"].items():
+        for name in variables:
+            assert name in options or (name.startswith("gpufleet_") and name in site), (host, name)
