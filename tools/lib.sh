@@ -70,9 +70,10 @@ rm_node() {
 # NODE_OS (default debian12), which decides the repository path and what it offers: ubuntu2204 has CUDA 12.1 (the
 # product's target); debian12 starts at 12.3, so there the newest release, 12.4, which the emulated 535 drivers
 # (CUDA 12.2) run by minor-version compatibility. The wheelhouse's torch is built for Python 3.11: Ubuntu 22.04
-# nodes use its python3.11 (tools/demo-emulate.yml installs it from the archive).
+# nodes use its python3.11 (tools/demo-emulate.yml installs it from the archive). Every node serves GPU metrics
+# (gpufleet_monitoring), each on its own loopback port from 19101 on, since the containers share the host's network.
 emulated_inventory() {
-  local file=$1 pair os=${NODE_OS:-debian12} cuda; shift
+  local file=$1 pair os=${NODE_OS:-debian12} cuda port=19101; shift
   case $os in
     debian12) cuda=12.4 ;;
     ubuntu2204) cuda=12.1 ;;
@@ -95,8 +96,12 @@ emulated_inventory() {
     echo "    pytorch_no_index: true"
     echo "    pytorch_find_links: [/srv/gpufleet-wheels]"
     echo "    pytorch_check_socket_ifname: lo"
+    echo "    gpufleet_monitoring: true"
     echo "  hosts:"
-    for pair in "$@"; do echo "    ${pair%%=*}: {emulator_profile: ${pair#*=}}"; done
+    for pair in "$@"; do
+      echo "    ${pair%%=*}: {emulator_profile: ${pair#*=}, gpu_monitoring_listen_address: '127.0.0.1:$port'}"
+      port=$((port + 1))
+    done
   } >"$file"
 }
 
