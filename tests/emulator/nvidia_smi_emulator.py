@@ -47,8 +47,9 @@ a limit outside the GPU's min/max: ``Provided power limit 800.00 W is not a vali
 between 200.00 W and 700.00 W for GPU 00000000:53:00.0`` and ``Terminating early due to previous errors.``
 (published outputs of the real tool; tests/unit/stand_ins/test_emulator.py names them). Exit codes follow the man
 page's RETURN VALUE list: 2 for an invalid argument, 4 for a user without permission (not root), 6 when -i names no
-GPU (the wording of those three messages is this emulator's; the real one is not published verbatim). The min/max power limits are the profile's ``power_min_limit_w`` / ``power_max_limit_w`` (absent: the
-default limit for both, so no other value is accepted); ``default_power_limit`` stays the profile's
+GPU (the wording of those three messages is this emulator's; the real one is not published verbatim). The
+min/max power limits are the profile's ``power_min_limit_w`` / ``power_max_limit_w`` (absent: the default limit
+for both, so no other value is accepted); ``default_power_limit`` stays the profile's
 ``power_limit_w``. The profile's and the faults' per-GPU ``compute_apps`` (``[{"pid": 4242, "process_name":
 "python3", "used_memory_mib": 1024}]``) are what ``--query-compute-apps`` lists (a busy GPU); ``-q -x`` keeps its
 ``<processes />`` empty.

@@ -478,3 +478,15 @@ def test_compute_apps_are_the_planted_ones(smi):
     smi.faults({"gpus": {"3": {"compute_apps": [{"pid": 4242, "process_name": "python3", "used_memory_mib": 1024}]}}})
     result = smi("hgx-h100-8gpu", "--query-compute-apps=gpu_bus_id,pid", "--format=csv,noheader")
     assert result.stdout == "00000000:86:00.0, 4242\n"
+
+
+def test_setters_need_root(smi):
+    """As the man page says of -pl and -lgc ("Requires root"): another user is refused with exit 4 and nothing kept."""
+    env = {"PATH": "/usr/bin:/bin", "GPUFLEET_EMULATOR_PROFILE": "hgx-h100-8gpu", "GPUFLEET_EMULATOR_CONFIG": str(smi.config)}
+    code = ("import os, runpy, sys; os.geteuid = lambda: 1000; sys.argv = [%r, '-i', '0', '-pl', '500']; "
+            "runpy.run_path(%r, run_name='__main__')" % (str(EMULATOR), str(EMULATOR)))
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode == 4
+    assert result.stdout == ("Unable to set power limit for GPU 00000000:53:00.0: Insufficient Permissions\n"
+                             "Terminating early due to previous errors.\n")
+    assert not (smi.config / "settings.json").exists()
