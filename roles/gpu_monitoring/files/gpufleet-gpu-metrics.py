@@ -65,9 +65,9 @@ def main(argv):
     hostname = socket.gethostname() if settings.get("hostname_label", True) else None
     text = gpu_metrics.render(gpu, health=health, hostname=hostname, timestamp=round(started, 3))
     gpu_metrics.write_atomically(settings["textfile"], text)
-    print("%s: state %s, %d GPUs, %s" % (settings["textfile"], gpu.get("state"), gpu.get("count") or 0,
-                                        "healthy" if health and not health["failures"] else
-                                        "health unknown" if health is None else "; ".join(health["failures"])))
+    verdict = ("health unknown" if health is None else "; ".join(health["failures"]) if health["failures"]
+               else "healthy")
+    print("%s: state %s, %d GPUs, %s" % (settings["textfile"], gpu.get("state"), gpu.get("count") or 0, verdict))
     return 0
 
 

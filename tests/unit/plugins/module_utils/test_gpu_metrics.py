@@ -123,8 +123,8 @@ def test_labels_are_dcgm_exporters_in_its_order():
 
 
 def test_values_are_the_facts():
-    samples = parse(gpu_metrics.render(facts([device(0), device(1, temperature_c=91, utilization_gpu_pct=87,
-                                                                   ecc_errors_uncorrected_volatile=2)])))
+    hot = device(1, temperature_c=91, utilization_gpu_pct=87, ecc_errors_uncorrected_volatile=2)
+    samples = parse(gpu_metrics.render(facts([device(0), hot])))
     assert value(samples, "DCGM_FI_DEV_GPU_TEMP", 0) == 33 and value(samples, "DCGM_FI_DEV_GPU_TEMP", 1) == 91
     assert value(samples, "DCGM_FI_DEV_GPU_UTIL", 1) == 87
     assert value(samples, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", 1) == 2
@@ -179,8 +179,8 @@ def test_clock_event_reasons_as_dcgms_bitmask_and_per_reason():
 
 def test_nvlink_links_per_gpu():
     links = [{"link": n, "active": n != 2} for n in range(4)]
-    gpu = facts([device(0), device(1), device(2)], nvlink={"GPU0": links, "GPU1": [{"link": 0, "active": True}],
-                                                          "GPU2": []}, nvlink_gpus_all_inactive=["GPU2"])
+    nvlink = {"GPU0": links, "GPU1": [{"link": 0, "active": True}], "GPU2": []}
+    gpu = facts([device(0), device(1), device(2)], nvlink=nvlink, nvlink_gpus_all_inactive=["GPU2"])
     samples = parse(gpu_metrics.render(gpu))
     assert (value(samples, "gpufleet_nvlink_links_up", 0), value(samples, "gpufleet_nvlink_links_down", 0)) == (3, 1)
     assert value(samples, "gpufleet_nvlink_all_links_down", 2) == 1 and value(samples, "gpufleet_nvlink_all_links_down", 0) == 0

@@ -146,11 +146,11 @@ def test_unknown_error_without_a_loaded_module_means_driver_not_loaded():
     results = {"inventory": (0, text, "", False), "topology": (255, text, "", False),
                "nvlink": (255, text, "", False)}
     facts = gpu_inventory.assemble(["inventory", "topology", "nvlink"], results,
-                               {"nvidia_gpus": 0, "nvswitches": 0}, None, "535.309.01")
+                                   {"nvidia_gpus": 0, "nvswitches": 0}, None, "535.309.01")
     assert facts["state"] == "driver_not_loaded"
     assert "/proc/driver/nvidia/version is absent" in facts["message"]
     facts = gpu_inventory.assemble(["inventory"], results, {"nvidia_gpus": 0, "nvswitches": 0}, "535.261.03",
-                               "535.309.01")
+                                   "535.309.01")
     assert facts["state"] == "driver_library_mismatch"
 
 
@@ -289,7 +289,7 @@ def test_more_gpus_on_the_pci_bus_than_the_driver_lists_are_a_device_error():
     assert facts["state"] == "device_error"
     assert facts["message"] == "the PCI bus shows 4 NVIDIA GPUs, the driver lists 3"
     healthy = gpu_inventory.assemble(["inventory"], {"inventory": (0, xml_document(4, BUSES), "", False)},
-                                 HEALTHY_PCI, "535.183.01", None)
+                                     HEALTHY_PCI, "535.183.01", None)
     assert healthy["state"] == "ok" and healthy["message"] == "4 GPUs, driver 535.183.01"
 
 
@@ -436,7 +436,7 @@ def test_nvml_states_come_from_its_return_codes(state):
 
 def test_nvml_driver_not_loaded_beside_a_loaded_module_is_an_error():
     facts = gpu_inventory.assemble_nvml(["inventory"], nvml_result([], state="driver_not_loaded"), HEALTHY_PCI,
-                                    "535.183.01")
+                                        "535.183.01")
     assert facts["state"] == "error" and "kernel module 535.183.01 is loaded" in facts["message"]
 
 
