@@ -7,6 +7,7 @@ data), the <remapped_rows> element of a later capture, and an AWS p5's `nvlink -
 profiles' values and their sources are in tests/emulator/profiles/SOURCES.md.
 """
 import json
+import os
 import pathlib
 import re
 import subprocess
@@ -408,15 +409,14 @@ def test_a_broken_faults_file_is_an_error_not_a_healthy_node(smi):
 # persistence-mode warning of a -lgc log with persistence off; min/max power limits in gpu_power_readings (the 535
 # capture's min_power_limit / max_power_limit); exit codes from the man page's RETURN VALUE list.
 
-def as_root(smi):
+def as_root():
     """The emulator checks the effective user; tests run it as whoever runs pytest."""
-    import os  # pylint: disable=import-outside-toplevel
     if os.geteuid() != 0:
         pytest.skip("-pl / -lgc need root, as on a real GPU")
 
 
 def test_pl_sets_the_limit_everywhere_it_is_read(smi):
-    as_root(smi)
+    as_root()
     result = smi("hgx-h100-8gpu", "-i", "00000000:53:00.0", "-pl", "500")
     assert result.returncode == 0
     assert result.stdout.startswith("Power limit for GPU 00000000:53:00.0 was set to 500.00 W from 700.00 W.\n")
@@ -433,7 +433,7 @@ def test_pl_sets_the_limit_everywhere_it_is_read(smi):
 
 
 def test_pl_outside_the_range_is_refused_with_the_real_message(smi):
-    as_root(smi)
+    as_root()
     result = smi("hgx-h100-8gpu", "-i", "0", "-pl", "800")
     assert result.returncode == 2
     assert result.stdout == ("Provided power limit 800.00 W is not a valid power limit which should be between 200.00 W "
@@ -442,14 +442,14 @@ def test_pl_outside_the_range_is_refused_with_the_real_message(smi):
 
 
 def test_pl_without_i_sets_every_gpu_and_index_lists_work(smi):
-    as_root(smi)
+    as_root()
     assert smi("pcie-4gpu", "-i", "0,2", "-pl", "350").returncode == 0
     assert smi("hgx-h100-8gpu", "-pl", "450").stdout.count("was set to 450.00 W from ") == 8
     assert smi("hgx-h100-8gpu", "-i", "9", "-pl", "450").returncode == 6
 
 
 def test_lgc_and_rgc_keep_their_state(smi):
-    as_root(smi)
+    as_root()
     result = smi("hgx-h100-8gpu", "-i", "1", "-lgc", "1200,1980")
     assert result.returncode == 0
     assert result.stdout.startswith('GPU clocks set to "(gpuClkMin 1200, gpuClkMax 1980)" for GPU 00000000:64:00.0\n')
@@ -462,7 +462,7 @@ def test_lgc_and_rgc_keep_their_state(smi):
 
 
 def test_pl_renders_nvml_conf_again_for_the_fake_nvml(smi):
-    as_root(smi)
+    as_root()
     sys.path.insert(0, str(EMULATOR.parent))
     import emulator_profile  # pylint: disable=import-outside-toplevel
     emulator_profile.write_nvml_conf("hgx-h100-8gpu", str(smi.config))
@@ -482,7 +482,8 @@ def test_compute_apps_are_the_planted_ones(smi):
 
 def test_setters_need_root(smi):
     """As the man page says of -pl and -lgc ("Requires root"): another user is refused with exit 4 and nothing kept."""
-    env = {"PATH": "/usr/bin:/bin", "GPUFLEET_EMULATOR_PROFILE": "hgx-h100-8gpu", "GPUFLEET_EMULATOR_CONFIG": str(smi.config)}
+    env = {"PATH": "/usr/bin:/bin", "GPUFLEET_EMULATOR_PROFILE": "hgx-h100-8gpu",
+           "GPUFLEET_EMULATOR_CONFIG": str(smi.config)}
     code = ("import os, runpy, sys; os.geteuid = lambda: 1000; sys.argv = [%r, '-i', '0', '-pl', '500']; "
             "runpy.run_path(%r, run_name='__main__')" % (str(EMULATOR), str(EMULATOR)))
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30, check=False)

@@ -31,5 +31,6 @@ def test_record_has_the_contract_keys_and_what_is_in_effect(host, record):
 
 
 def test_the_boot_script_plans_nothing_on_a_converged_node(host):
-    out = host.check_output("/usr/bin/python3 /usr/local/sbin/gpufleet-gpu-power plan --config /etc/gpufleet/gpu-power.json")
+    out = host.check_output("/usr/bin/python3 /usr/local/sbin/gpufleet-gpu-power plan "
+                            "--config /etc/gpufleet/gpu-power.json")
     assert '"changed": false' in out and '"actions": []' in out
