@@ -81,21 +81,24 @@ YAML
 # Molecule 26 in collection mode: run from the collection root (galaxy.yml), it takes the scenarios from
 # extensions/molecule/<scenario>/ and the shared base config from extensions/molecule/config.yml.
 #
-# Two lanes run side by side (most of a scenario's time is apt, dpkg and systemd waiting, not CPU). The scenarios
+# Lanes run side by side, three by default (most of a scenario's time is apt, dpkg and systemd waiting, not CPU:
+# two lanes took as long each as their scenarios one after another). The scenarios
 # are dealt to the lanes longest first (by the durations measured in CI, below), each to the lane with less work
 # so far. A lane serves the stand-in mirror on a port of its own (GPUFLEET_MIRROR_PORT, read by
 # tests/mirror/serve.yml and the scenarios' inventories), so scenarios that serve it can run beside each other;
 # node names differ per scenario, so the lanes share nothing else. Each scenario's output goes to
-# $CACHE/molecule/<scenario>.log, printed whole when both lanes have ended, followed by a digest of the failures
+# $CACHE/molecule/<scenario>.log, printed whole when every lane has ended, followed by a digest of the failures
 # (the failing tasks and tests of each failed scenario), so the end of the output says what broke.
-# GPUFLEET_MOLECULE_LANES=1 runs every scenario in one lane, in the given order, its output on stdout.
+# GPUFLEET_MOLECULE_LANES=N sets the number of lanes; 1 runs every scenario in the given order, output on stdout.
 #
-# Seconds each scenario took in a fresh-clone CI run (2026-12-03); a scenario not listed counts as 200.
+# Seconds each scenario took in fresh-clone CI runs (2026-12-03; the three newest measured on a loaded machine
+# and scaled down); a scenario not listed counts as 200. Only the dealing depends on them.
 declare -A SCENARIO_SECONDS=(
-  [fleet]=650 [stack_ubuntu]=320 [nvidia_driver_ubuntu]=300 [cuda_nccl]=210 [nvidia_driver_cuda_repo]=230
-  [ubuntu_releases]=230 [nvidia_driver_debian]=210 [pytorch]=200 [baseline]=100 [gpu_facts]=85
+  [fleet]=750 [stack_ubuntu]=320 [nvidia_driver_ubuntu]=300 [container_toolkit]=300 [gpu_monitoring]=250
+  [cuda_nccl]=210 [nvidia_driver_cuda_repo]=230 [ubuntu_releases]=230 [nvidia_driver_debian]=210 [pytorch]=200
+  [gpu_power]=150 [baseline]=100 [gpu_facts]=85
 )
-MIRROR_PORTS=(18535 18536)
+MIRROR_PORT_BASE=18535   # lane N serves the mirror on MIRROR_PORT_BASE + N - 1
 
 # run_lane LANE SCENARIO...: one after another, stopping at the first failure. With LOGDIR set, each scenario's
 # output goes to LOGDIR/<scenario>.log instead of stdout.
@@ -126,36 +129,40 @@ stop_lanes() {
 }
 
 run_molecule() {
-  local total_start scenario lane lanes=() lane_seconds=(0 0) rcs=() logdir="$CACHE/molecule" failed=() i
+  local total_start scenario lane best lanes=() lane_seconds=() rcs=() logdir="$CACHE/molecule" failed=() count
+  count=${GPUFLEET_MOLECULE_LANES:-3}
   [[ ! -e molecule ]] || die "a molecule/ directory at the collection root makes Molecule ignore extensions/molecule"
   [[ ! -e .config/molecule/config.yml ]] || die ".config/molecule/config.yml would take the place of extensions/molecule/config.yml"
+  [[ $count =~ ^[1-9]$ ]] || die "GPUFLEET_MOLECULE_LANES must be 1 to 9; got '$count'"
   for scenario in "$@"; do
     [[ -f "extensions/molecule/$scenario/molecule.yml" ]] || die "no Molecule scenario '$scenario' under extensions/molecule"
   done
   total_start=$(date +%s)
-  if [[ ${GPUFLEET_MOLECULE_LANES:-2} == 1 || $# -lt 2 ]]; then
-    GPUFLEET_MIRROR_PORT=${MIRROR_PORTS[0]} run_lane "one lane" "$@"
+  (( count <= $# )) || count=$#
+  if (( count <= 1 )); then
+    GPUFLEET_MIRROR_PORT=$MIRROR_PORT_BASE run_lane "one lane" "$@"
     info "all scenarios passed in $(since "$total_start") s"
     return
   fi
-  lanes=("" "")
+  for ((lane = 0; lane < count; lane++)); do lanes[lane]=""; lane_seconds[lane]=0; done
   while read -r _ scenario; do
-    if (( lane_seconds[0] <= lane_seconds[1] )); then lane=0; else lane=1; fi
-    lanes[lane]+=" $scenario"
-    (( lane_seconds[lane] += ${SCENARIO_SECONDS[$scenario]:-200} ))
+    best=0
+    for ((lane = 1; lane < count; lane++)); do (( lane_seconds[lane] < lane_seconds[best] )) && best=$lane; done
+    lanes[best]+=" $scenario"
+    (( lane_seconds[best] += ${SCENARIO_SECONDS[$scenario]:-200} ))
   done < <(for scenario in "$@"; do echo "${SCENARIO_SECONDS[$scenario]:-200} $scenario"; done | sort -k1,1nr -k2)
   rm -rf "$logdir" && mkdir -p "$logdir"
-  for lane in 0 1; do
-    info "lane $((lane + 1)) (mirror port ${MIRROR_PORTS[lane]}, about ${lane_seconds[lane]} s):${lanes[lane]}"
+  for ((lane = 0; lane < count; lane++)); do
+    info "lane $((lane + 1)) (mirror port $((MIRROR_PORT_BASE + lane)), about ${lane_seconds[lane]} s):${lanes[lane]}"
     # In a session of its own, so that this script, ended early (Ctrl-C, a CI timeout), takes the lane with it.
     # shellcheck disable=SC2086 # the lane is a list of scenario names
-    GPUFLEET_MIRROR_PORT=${MIRROR_PORTS[lane]} LOGDIR=$logdir setsid "$ROOT/tools/run.sh" molecule-lane "lane $((lane + 1))" ${lanes[lane]} &
+    GPUFLEET_MIRROR_PORT=$((MIRROR_PORT_BASE + lane)) LOGDIR=$logdir setsid "$ROOT/tools/run.sh" molecule-lane "lane $((lane + 1))" ${lanes[lane]} &
     LANE_PIDS+=($!)
   done
   trap stop_lanes EXIT
-  for i in 0 1; do
-    rcs[i]=0
-    wait "${LANE_PIDS[i]}" || rcs[i]=$?
+  for ((lane = 0; lane < count; lane++)); do
+    rcs[lane]=0
+    wait "${LANE_PIDS[lane]}" || rcs[lane]=$?
   done
   trap - EXIT
   for scenario in "$@"; do
@@ -164,14 +171,14 @@ run_molecule() {
     cat "$logdir/$scenario.log"
     grep -q 'Molecule executed 1 scenario (1 successful)' "$logdir/$scenario.log" || failed+=("$scenario")
   done
-  if (( rcs[0] != 0 || rcs[1] != 0 )); then
+  if [[ " ${rcs[*]} " =~ [^0\ ] ]]; then
     for scenario in "${failed[@]}"; do
       stage "what failed in $scenario ($logdir/$scenario.log)"
       failure_digest "$logdir/$scenario.log"
     done
-    die "Molecule failed: ${failed[*]:-a lane} (lane 1 exit ${rcs[0]}, lane 2 exit ${rcs[1]}); the digest above says what, the output above it how"
+    die "Molecule failed: ${failed[*]:-a lane} (lane exit codes ${rcs[*]}); the digest above says what, the output above it how"
   fi
-  info "all scenarios passed in $(since "$total_start") s (two lanes)"
+  info "all scenarios passed in $(since "$total_start") s ($count lanes)"
 }
 
 check=${1:?usage: tools/run.sh CHECK [ARGS]}
