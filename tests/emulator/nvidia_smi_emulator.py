@@ -56,6 +56,7 @@ for both, so no other value is accepted); ``default_power_limit`` stays the prof
 """
 import copy
 import json
+import math
 import os
 import re
 import sys
@@ -753,7 +754,7 @@ def _number(text):
         value = float(text)
     except (TypeError, ValueError):
         return None
-    return value if value == value and value not in (float("inf"), float("-inf")) else None
+    return value if math.isfinite(value) else None
 
 
 def set_settings(profile, listed, ids, setter, value, euid=None):
@@ -798,12 +799,12 @@ def set_settings(profile, listed, ids, setter, value, euid=None):
     for gpu in chosen:
         mine = settings.setdefault(str(gpu["index"]), {})
         if setter == "-pl":
-            out.append("Power limit for GPU %s was set to %.2f W from %.2f W.\n" % (gpu["bus_id"], watts,
-                                                                                     gpu["power_limit_w"]))
+            out.append("Power limit for GPU %s was set to %.2f W from %.2f W.\n"
+                       % (gpu["bus_id"], watts, gpu["power_limit_w"]))
             mine["power_limit_w"] = watts
         elif setter == "-lgc":
-            out.append('GPU clocks set to "(gpuClkMin %d, gpuClkMax %d)" for GPU %s\n' % (clocks[0], clocks[1],
-                                                                                            gpu["bus_id"]))
+            out.append('GPU clocks set to "(gpuClkMin %d, gpuClkMax %d)" for GPU %s\n'
+                       % (clocks[0], clocks[1], gpu["bus_id"]))
             mine["locked_clocks_mhz"] = clocks[:2]
         else:
             mine["locked_clocks_mhz"] = None
@@ -840,6 +841,7 @@ def main(argv):
         return 0
     faults = read_faults()
     listed = gpus(profile, faults)
+    setting = parse_setter(argv)
     if argv[:2] == ["-q", "-x"]:
         sys.stdout.write(query_xml(profile, listed))
     elif argv[:2] == ["topo", "-m"]:
@@ -856,9 +858,8 @@ def main(argv):
     elif argv and argv[0].startswith("--query-compute-apps=") and argv[1:2] and argv[1].startswith("--format=csv"):
         options = set(argv[1].split("=", 1)[1].split(",")[1:])
         return query_compute_apps(argv[0].split("=", 1)[1], options, listed)
-    elif parse_setter(argv):
-        ids, setter, value = parse_setter(argv)
-        return set_settings(profile, listed, ids, setter, value)
+    elif setting is not None:
+        return set_settings(profile, listed, *setting)
     else:
         sys.stdout.write("nvidia-smi emulator (%s): unsupported arguments %s\n" % (profile["name"], " ".join(argv)))
         return USAGE_ERROR

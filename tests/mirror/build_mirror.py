@@ -255,7 +255,8 @@ def container_toolkit_packages(spec, version, commit):
     def stub(name):
         return {"content": CONTAINER_TOOLKIT_STUB.format(name=name, version=upstream), "mode": "0755"}
 
-    ctk = NVIDIA_CTK_STANDIN.read_text().replace("@VERSION@", version).replace("@UPSTREAM@", upstream)
+    # The file carries no interpreter line (ansible-test's shebang rule); the packaged command gets one.
+    ctk = "#!/usr/bin/python3\n" + NVIDIA_CTK_STANDIN.read_text().replace("@VERSION@", version).replace("@UPSTREAM@", upstream)
     return [
         {"name": "libnvidia-container1", "version": version, "section": "libs", "multi_arch": "same",
          "files": {LIBDIR + "/libnvidia-container.so." + upstream: {"content": ""},

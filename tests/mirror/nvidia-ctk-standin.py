@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """Stand-in nvidia-ctk (gpufleet.node tests): what NVIDIA's nvidia-ctk @VERSION@ does for the commands the
 gpufleet.node roles and NVIDIA's package scripts use, and nothing else (NVIDIA/nvidia-container-toolkit,
 cmd/nvidia-ctk at v@UPSTREAM@):

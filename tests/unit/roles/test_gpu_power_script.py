@@ -45,8 +45,8 @@ def test_plan_sets_only_what_differs(power):
     result = power.plan(power.parse_gpus(GPUS_CSV), {}, {"power_limits_w": {H100: 500}})
     assert result["actions"] == [["-i", "00000000:53:00.0", "-pl", "500"]]
     assert result["changed"] and result["errors"] == []
-    assert result["gpus"]["00000000:64:00.0"] == {"index": 1, "model": H100, "power_limit_w": 500.0,
-                                                 "locked_clocks_mhz": None, "state": "in_effect"}
+    assert result["gpus"]["00000000:64:00.0"] == {
+        "index": 1, "model": H100, "power_limit_w": 500.0, "locked_clocks_mhz": None, "state": "in_effect"}
     assert "00000000:01:00.0" not in result["gpus"]
 
 

@@ -64,7 +64,7 @@ def test_inrelease_checks_with_the_published_key(mirror, tmp_path):
 def test_real_names_versions_and_dependencies(repo):
     assert sorted(repo.packages) == NAMES
     for version in ("1.17.7-1", "1.17.8-1", "1.17.9-1"):
-        upstream = version.split("-")[0]
+        upstream = version.split("-", maxsplit=1)[0]
         assert repo.field("nvidia-container-toolkit", version, "Depends") == (
             "nvidia-container-toolkit-base (= %s), libnvidia-container-tools (>= %s), "
             "libnvidia-container-tools (<< 2.0.0)" % (version, version))
@@ -108,7 +108,8 @@ def test_version_output(ctk):
 def test_cdi_generate_writes_the_spec_and_list_reads_it(ctk, tmp_path):
     env = fake_smi(tmp_path, ["0, GPU-aaaa", "1, GPU-bbbb"])
     spec = tmp_path / "cdi" / "nvidia.yaml"
-    result = subprocess.run([ctk, "cdi", "generate", "--output=%s" % spec], env=env, capture_output=True, text=True)
+    result = subprocess.run([ctk, "cdi", "generate", "--output=%s" % spec], env=env, capture_output=True, text=True,
+                            check=False)
     assert result.returncode == 0, result.stderr
     assert "level=info msg=\"Generated CDI spec with version 0.5.0\"" in result.stderr
     assert oct(spec.stat().st_mode & 0o777) == "0o644"
@@ -134,12 +135,12 @@ def test_cdi_generate_json_from_extension_and_stdout(ctk, tmp_path):
 def test_cdi_generate_without_a_driver_fails_as_the_real_one(ctk, tmp_path):
     env = fake_smi(tmp_path, [], rc=9)
     result = subprocess.run([ctk, "cdi", "generate", "--output=%s" % (tmp_path / "x.yaml")], env=env,
-                            capture_output=True, text=True)
+                            capture_output=True, text=True, check=False)
     assert result.returncode == 1
     assert "failed to initialize NVML: ERROR_LIBRARY_NOT_FOUND" in result.stderr
     assert not (tmp_path / "x.yaml").exists()
 
 
 def test_only_the_commands_used(ctk):
-    result = subprocess.run([ctk, "runtime", "configure", "--runtime=docker"], capture_output=True, text=True)
+    result = subprocess.run([ctk, "runtime", "configure", "--runtime=docker"], capture_output=True, text=True, check=False)
     assert result.returncode == 2 and "not part of the stand-in" in result.stderr
