@@ -87,7 +87,8 @@ def container_runtime():
     engines = {}
     for name, engine in sorted((record.get("engines") or {}).items()):
         if isinstance(engine, dict) and engine_configured(name, engine):
-            engines[name] = {"runtime": engine.get("runtime") or "nvidia", "default": bool(engine.get("default"))}
+            engines[name] = {"runtime": engine.get("runtime") or "nvidia", "default": bool(engine.get("default")),
+                             "restart_pending": bool(engine.get("restart_pending"))}
     cdi = record.get("cdi_spec")
     return {"toolkit": record.get("toolkit_version"), "engines": engines,
             "cdi": cdi if cdi and os.path.isfile(cdi) else None}

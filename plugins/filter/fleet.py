@@ -600,11 +600,26 @@ def metrics_endpoint(monitoring, address):
     return "http://%s:%s%s" % (host, port, monitoring.get("metrics_path") or "/metrics")
 
 
+def metrics_note(monitoring):
+    """What the report adds to a node's metrics endpoint when its GPU metrics cannot be trusted as current: the
+    collector's file missing, or older than three of its intervals (the timer has stopped or fails). None when
+    they are fresh, or when there is no endpoint to qualify."""
+    if not monitoring or not monitoring.get("active"):
+        return None
+    age, interval = monitoring.get("textfile_age_s"), monitoring.get("interval_s")
+    if age is None:
+        return "no GPU metrics written yet"
+    if isinstance(interval, int) and interval > 0 and age > 3 * interval:
+        return "GPU metrics %d s old (every %d s expected)" % (age, interval)
+    return None
+
+
 def runtime_line(runtime):
     """The report's container runtime cell: the engines that run GPU containers through NVIDIA's runtime."""
     if not runtime or not runtime.get("engines"):
         return "none"
-    engines = ", ".join("%s%s" % (name, " (default)" if engine.get("default") else "")
+    engines = ", ".join("%s%s%s" % (name, " (default)" if engine.get("default") else "",
+                                    " (restart pending)" if engine.get("restart_pending") else "")
                         for name, engine in sorted(runtime["engines"].items()))
     toolkit = " · toolkit %s" % runtime["toolkit"] if runtime.get("toolkit") else ""
     return "nvidia runtime in %s%s%s" % (engines, toolkit, " · CDI" if runtime.get("cdi") else "")
@@ -631,6 +646,7 @@ def gpufleet_report_node(host_vars):
                 "nvlink_gpus_all_inactive")),
             "container_runtime": runtime_line(node.get("container_runtime")),
             "metrics_endpoint": metrics_endpoint(node.get("monitoring"), address),
+            "metrics_note": metrics_note(node.get("monitoring")),
             "gpu": gpu,
         }
     except (KeyError, TypeError) as exc:

@@ -40,10 +40,11 @@ def test_runtime_counts_only_engines_whose_config_names_it(probe, tmp_path):
     write(probe.RUNTIME_RECORD, {
         "toolkit_version": "1.17.8-1", "cdi_spec": str(cdi),
         "engines": {"docker": {"config": str(daemon), "runtime": "nvidia", "default": True},
-                    "containerd": {"config": str(containerd), "runtime": "nvidia", "default": False}}})
+                    "containerd": {"config": str(containerd), "runtime": "nvidia", "default": False, "restart_pending": True}}})
     assert probe.container_runtime() == {
         "toolkit": "1.17.8-1", "cdi": str(cdi),
-        "engines": {"containerd": {"runtime": "nvidia", "default": False}, "docker": {"runtime": "nvidia", "default": True}}}
+        "engines": {"containerd": {"runtime": "nvidia", "default": False, "restart_pending": True},
+                    "docker": {"runtime": "nvidia", "default": True, "restart_pending": False}}}
     write(daemon, {"log-driver": "json-file"})     # someone rewrote daemon.json since
     os.remove(cdi)
     assert probe.container_runtime()["engines"].keys() == {"containerd"}

@@ -15,7 +15,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.node.plugins.filter.fleet import (
     THRESHOLDS, gpufleet_health_thresholds, gpufleet_node_health, gpufleet_report_node, gpufleet_topology_svg,
-    gpufleet_version_drift, metrics_endpoint, runtime_line)
+    gpufleet_version_drift, metrics_endpoint, metrics_note, runtime_line)
 
 
 DEVICE = {
@@ -417,12 +417,24 @@ def test_no_metrics_endpoint_without_an_active_exporter():
     assert metrics_endpoint({"listen_address": ":9100", "active": None}, "n1") is None
 
 
+def test_metrics_note_flags_stale_or_missing_gpu_metrics():
+    fresh = {"active": True, "textfile_age_s": 20, "interval_s": 30}
+    assert metrics_note(fresh) is None
+    assert metrics_note(dict(fresh, textfile_age_s=91)) == "GPU metrics 91 s old (every 30 s expected)"
+    assert metrics_note(dict(fresh, textfile_age_s=90)) is None
+    assert metrics_note(dict(fresh, textfile_age_s=None)) == "no GPU metrics written yet"
+    assert metrics_note(dict(fresh, active=False, textfile_age_s=None)) is None
+    assert metrics_note(None) is None
+
+
 def test_runtime_line():
     assert runtime_line(None) == "none"
     assert runtime_line({"toolkit": "1.17.8-1", "engines": {}, "cdi": None}) == "none"
     runtime = {"toolkit": "1.17.8-1", "engines": {"docker": {"default": True}, "containerd": {"default": False}},
                "cdi": "/etc/cdi/nvidia.yaml"}
     assert runtime_line(runtime) == "nvidia runtime in containerd, docker (default) · toolkit 1.17.8-1 · CDI"
+    runtime["engines"]["containerd"]["restart_pending"] = True
+    assert runtime_line(runtime).startswith("nvidia runtime in containerd (restart pending), docker (default)")
 
 
 def test_report_node_carries_runtime_and_endpoint():
