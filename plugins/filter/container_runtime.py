@@ -192,28 +192,33 @@ def toml_dumps(data):
     return "\n".join(lines).lstrip("\n") + "\n"
 
 
-def _dump_table(table, path, lines):
+def _dump_table(table, path, lines, array_item=False):
+    """Write ``table`` at ``path``; return whether a header line was written for it.
+
+    A table with only sub-tables needs no header of its own (theirs define it), except an item of an array of
+    tables (``array_item``), whose ``[[...]]`` header is always written: without it the item's first sub-table
+    would land in the previous item, or outside the array.
+    """
     indent = "  " * max(len(path) - 1, 0)
     scalars = [(k, v) for k, v in table.items() if not isinstance(v, dict) and not _is_table_array(v)]
     tables = [(k, v) for k, v in table.items() if isinstance(v, dict)]
     arrays = [(k, v) for k, v in table.items() if _is_table_array(v)]
-    if path and (scalars or not (tables or arrays)):
+    header = None
+    if array_item:
+        header = "%s[[%s]]" % (indent, ".".join(toml_key(k) for k in path))
+    elif path and (scalars or not (tables or arrays)):
+        header = "%s[%s]" % (indent, ".".join(toml_key(k) for k in path))
+    if header is not None:
         lines.append("")
-        lines.append("%s[%s]" % (indent, ".".join(toml_key(k) for k in path)))
+        lines.append(header)
     for key, value in scalars:
         lines.append("%s%s%s = %s" % (indent, "  " if path else "", toml_key(key), toml_value(value)))
     for key, value in tables:
         _dump_table(value, path + [key], lines)
     for key, value in arrays:
         for item in value:
-            lines.append("")
-            lines.append("%s[[%s]]" % ("  " * len(path), ".".join(toml_key(k) for k in path + [key])))
-            sub = []
-            _dump_table(item, path + [key], sub)
-            # The item's own header is the [[...]] line: drop the [..] one _dump_table wrote for it.
-            if len(sub) >= 2 and sub[0] == "" and sub[1].strip().startswith("["):
-                sub = sub[2:]
-            lines.extend(sub)
+            _dump_table(item, path + [key], lines, array_item=True)
+    return header is not None
 
 
 class FilterModule(object):

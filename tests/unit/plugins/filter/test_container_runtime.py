@@ -192,3 +192,54 @@ imports = ["/etc/containerd/conf.d/*.toml"]
 ])
 def test_toml_writer_round_trips(data):
     assert tomllib.loads(toml_dumps(data)) == data
+
+
+# --- arrays of tables: every item keeps its own [[...]] header, whatever it holds ----------------------------------
+
+@pytest.mark.parametrize("data", [
+    # An item with only sub-tables: its [[a]] header was dropped once, and {"c": 1} landed in the item itself.
+    {"a": [{"b": {"c": 1}}]},
+    {"a": [{"b": {"c": 1}}, {"b": {"c": 2}}]},
+    {"a": [{"b": {"c": 1}, "d": {"e": "f"}}]},
+    # Scalars and sub-tables.
+    {"a": [{"n": 1, "b": {"c": 1}}, {"b": {"c": 2}}, {"n": 3}]},
+    # Nested: arrays of tables in arrays of tables, and tables of tables in items.
+    {"a": [{"b": [{"c": {"d": 1}}, {"e": 2}]}, {"b": [{"f": {"g": {"h": True}}}]}]},
+    {"t": {"a": [{"b": {"c": 1}}], "k": "v"}, "z": [{"y": [{"x": {"w": 1}}]}]},
+    # Empty items, and an item with only an array of tables.
+    {"a": [{}, {}, {"b": [{}]}]},
+])
+def test_toml_writer_round_trips_arrays_of_tables(data):
+    assert tomllib.loads(toml_dumps(data)) == data
+
+
+def _random_table(rng, depth):
+    keys = ["a", "b", "k e y", "dotted.key", "", "x-1", "\u00e9"]
+    table = {}
+    for key in rng.sample(keys, rng.randint(0, 4)):
+        kind = rng.choice(["int", "str", "float", "bool", "list", "table", "tables"] if depth < 4 else
+                          ["int", "str", "float", "bool", "list"])
+        if kind == "int":
+            table[key] = rng.randint(-10 ** 12, 10 ** 12)
+        elif kind == "str":
+            table[key] = "".join(rng.choice("ab \"\\\n\t\u0001\u00e9'") for dummy in range(rng.randint(0, 6)))
+        elif kind == "float":
+            table[key] = rng.uniform(-1e6, 1e6)
+        elif kind == "bool":
+            table[key] = rng.random() < 0.5
+        elif kind == "list":
+            table[key] = [rng.randint(0, 9) for dummy in range(rng.randint(0, 3))]
+        elif kind == "table":
+            table[key] = _random_table(rng, depth + 1)
+        else:
+            table[key] = [_random_table(rng, depth + 1) for dummy in range(rng.randint(1, 3))]
+    return table
+
+
+def test_toml_writer_round_trips_random_shapes():
+    import random
+    rng = random.Random(20261203)
+    for dummy in range(500):
+        data = _random_table(rng, 0)
+        text = toml_dumps(data)
+        assert tomllib.loads(text) == data, text
