@@ -1,7 +1,7 @@
 """The pure functions of roles/gpu_power/files/gpufleet-gpu-power: nvidia-smi's CSV read, and the plan.
 
 The CSV lines are in the form the real nvidia-smi prints for ``--query-gpu=index,pci.bus_id,name,power.limit,
-power.min_limit,power.max_limit --format=csv,noheader,nounits`` (values "[N/A]" where unsupported) and for
+power.min_limit,power.max_limit,power.default_limit --format=csv,noheader,nounits`` (values "[N/A]" where unsupported) and for
 ``--query-compute-apps=gpu_bus_id,pid,process_name --format=csv,noheader`` (nothing at all when no process runs).
 """
 import importlib.machinery
@@ -23,16 +23,16 @@ def power():
     return module
 
 
-GPUS_CSV = ("0, 00000000:53:00.0, NVIDIA H100 80GB HBM3, 700.00, 200.00, 700.00\n"
-            "1, 00000000:64:00.0, NVIDIA H100 80GB HBM3, 500.00, 200.00, 700.00\n"
-            "2, 00000000:01:00.0, NVIDIA GeForce GTX 1080, [N/A], [N/A], [N/A]\n")
+GPUS_CSV = ("0, 00000000:53:00.0, NVIDIA H100 80GB HBM3, 700.00, 200.00, 700.00, 700.00\n"
+            "1, 00000000:64:00.0, NVIDIA H100 80GB HBM3, 500.00, 200.00, 700.00, 700.00\n"
+            "2, 00000000:01:00.0, NVIDIA GeForce GTX 1080, [N/A], [N/A], [N/A], [N/A]\n")
 
 
 def test_parse_gpus_reads_numbers_and_na(power):
     gpus = power.parse_gpus(GPUS_CSV)
     assert gpus[0] == {"index": 0, "bus_id": "00000000:53:00.0", "model": H100, "power_limit_w": 700.0,
-                       "min_w": 200.0, "max_w": 700.0}
-    assert gpus[2]["power_limit_w"] is None and gpus[2]["min_w"] is None
+                       "min_w": 200.0, "max_w": 700.0, "default_w": 700.0}
+    assert gpus[2]["power_limit_w"] is None and gpus[2]["min_w"] is None and gpus[2]["default_w"] is None
 
 
 def test_parse_busy_groups_pids_by_bus(power):
@@ -92,8 +92,9 @@ def test_busy_gpus_are_left_unless_forced(power):
     busy = {"00000000:53:00.0": ["4242"]}
     left = power.plan(gpus, busy, {"power_limits_w": {H100: 500}})
     assert left["actions"] == [] and not left["changed"]
-    assert left["gpus"]["00000000:53:00.0"]["state"] == "busy"
-    assert left["gpus"]["00000000:53:00.0"]["power_limit_w"] == 700.0
+    # what the role set there: nothing yet (the record of a busy GPU keeps what was set before, not a new value)
+    assert left["gpus"]["00000000:53:00.0"] == {"index": 0, "model": H100, "power_limit_w": None,
+                                                "locked_clocks_mhz": None, "state": "busy"}
     assert "runs compute processes (pids 4242)" in left["warnings"][0]
     forced = power.plan(gpus, busy, {"power_limits_w": {H100: 500}, "force": True})
     assert forced["actions"] == [["-i", "00000000:53:00.0", "-pl", "500"]]
@@ -112,3 +113,69 @@ def test_locked_clocks_follow_the_record_and_are_relocked_at_boot(power):
 def test_empty_settings_change_nothing(power):
     result = power.plan(power.parse_gpus(GPUS_CSV), {}, {"power_limits_w": {}, "locked_clocks_mhz": {}})
     assert result == {"changed": False, "actions": [], "errors": [], "warnings": [], "gpus": {}}
+
+
+LOCKED_500 = {"index": 0, "model": H100, "power_limit_w": 500.0, "locked_clocks_mhz": [1200, 1980], "state": "in_effect"}
+
+
+def test_clocks_no_longer_asked_for_are_unlocked(power):
+    gpus = power.parse_gpus(GPUS_CSV)[:1]
+    record = {"00000000:53:00.0": LOCKED_500}
+    result = power.plan(gpus, {}, {"power_limits_w": {H100: 500}}, previous=record,
+                        current={"00000000:53:00.0": 500.0})
+    assert result["actions"] == [["-i", "00000000:53:00.0", "-rgc"]] and result["changed"]
+    assert result["gpus"]["00000000:53:00.0"] == dict(LOCKED_500, locked_clocks_mhz=None)
+    # idle GPUs only, unless forced, as for the other settings
+    busy = {"00000000:53:00.0": ["4242"]}
+    left = power.plan(gpus, busy, {"power_limits_w": {H100: 500}}, previous=record, current={"00000000:53:00.0": 500.0})
+    assert left["actions"] == [] and left["gpus"]["00000000:53:00.0"] == dict(LOCKED_500, state="busy")
+    forced = power.plan(gpus, busy, {"power_limits_w": {H100: 500}, "force": True}, previous=record,
+                        current={"00000000:53:00.0": 500.0})
+    assert forced["actions"] == [["-i", "00000000:53:00.0", "-rgc"]]
+
+
+def test_a_limit_no_longer_asked_for_goes_back_to_the_default_limit(power):
+    gpus = power.parse_gpus(GPUS_CSV)[:1]
+    record = {"00000000:53:00.0": LOCKED_500}
+    clocks_only = {"locked_clocks_mhz": {H100: [1200, 1980]}}
+    result = power.plan(gpus, {}, clocks_only, previous=record, current={"00000000:53:00.0": 500.0})
+    assert result["actions"] == [["-i", "00000000:53:00.0", "-pl", "700"]]
+    assert result["gpus"]["00000000:53:00.0"] == dict(LOCKED_500, power_limit_w=None)
+    # at the default already (a reboot since): nothing to do
+    assert power.plan(gpus, {}, clocks_only, previous=record, current={"00000000:53:00.0": 700.0})["actions"] == []
+    # a limit the role never set (no record of one) is not the role's to reset
+    never = {"00000000:53:00.0": dict(LOCKED_500, power_limit_w=None)}
+    assert power.plan(gpus, {}, clocks_only, previous=never, current={"00000000:53:00.0": 500.0})["actions"] == []
+
+
+def test_a_model_removed_from_both_maps_is_undone_and_leaves_the_record(power):
+    gpus = power.parse_gpus(GPUS_CSV)[:1]
+    record = {"00000000:53:00.0": LOCKED_500}
+    other = {"power_limits_w": {"NVIDIA A100-SXM4-80GB": 300}}
+    result = power.plan(gpus, {}, other, previous=record, current={"00000000:53:00.0": 500.0})
+    assert result["actions"] == [["-i", "00000000:53:00.0", "-pl", "700"], ["-i", "00000000:53:00.0", "-rgc"]]
+    assert result["gpus"] == {}
+    assert power.record_of(result, record, ran=True) == {}
+    # not run (plan only): the record keeps saying what is still set
+    assert power.record_of(result, record, ran=False) == record
+
+
+def test_the_record_says_applied_only_for_what_ran(power):
+    """A plan whose actions do not run (check mode, or --tags gpu_power_boot without the apply step) must not record
+    them as done; the next full run still locks the clocks."""
+    gpus = power.parse_gpus(GPUS_CSV)[:2]
+    settings = {"power_limits_w": {H100: 500}, "locked_clocks_mhz": {H100: [1200, 1980]}}
+    first = power.plan(gpus, {}, settings)
+    assert power.record_of(first, {}, ran=False) == {}
+    assert power.record_of(first, {}, ran=True) == first["gpus"]
+    later = power.plan(gpus, {}, settings, previous=power.record_of(first, {}, ran=False),
+                       current={"00000000:53:00.0": 500.0, "00000000:64:00.0": 500.0})
+    assert ["-i", "00000000:53:00.0", "-lgc", "1200,1980"] in later["actions"]
+    assert ["-i", "00000000:64:00.0", "-lgc", "1200,1980"] in later["actions"]
+    # a GPU with nothing to do is recorded from the plan, one with actions keeps its previous entry
+    previous = {"00000000:53:00.0": LOCKED_500, "00000000:64:00.0": dict(LOCKED_500, index=1, locked_clocks_mhz=None)}
+    partly = power.plan(gpus, {}, settings, previous=previous,
+                        current={"00000000:53:00.0": 500.0, "00000000:64:00.0": 500.0})
+    assert partly["actions"] == [["-i", "00000000:64:00.0", "-lgc", "1200,1980"]]
+    assert power.record_of(partly, previous, ran=False) == previous
+    assert power.record_of(partly, previous, ran=True)["00000000:64:00.0"]["locked_clocks_mhz"] == [1200, 1980]

@@ -38,6 +38,12 @@ def listen(host):
 
 
 @pytest.fixture
+def textfile_directory(host):
+    """The node's gpu_monitoring_textfile_directory (the package's directory unless the node sets another)."""
+    return host.ansible.get_variables().get("gpu_monitoring_textfile_directory", "/var/lib/prometheus/node-exporter")
+
+
+@pytest.fixture
 def scrape(host, listen):
     def run():
         url = "http://%s/metrics" % listen
