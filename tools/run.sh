@@ -81,8 +81,9 @@ YAML
 # Molecule 26 in collection mode: run from the collection root (galaxy.yml), it takes the scenarios from
 # extensions/molecule/<scenario>/ and the shared base config from extensions/molecule/config.yml.
 #
-# Lanes run side by side, three by default (most of a scenario's time is apt, dpkg and systemd waiting, not CPU:
-# two lanes took as long each as their scenarios one after another). The scenarios
+# Lanes run side by side, two by default: two lanes took as long each as their scenarios one after another (apt,
+# dpkg and systemd waiting), while three saturated the two CPUs (Ansible's per-task work) and made every scenario
+# about twice as slow. The scenarios
 # are dealt to the lanes longest first (by the durations measured in CI, below), each to the lane with less work
 # so far. A lane serves the stand-in mirror on a port of its own (GPUFLEET_MIRROR_PORT, read by
 # tests/mirror/serve.yml and the scenarios' inventories), so scenarios that serve it can run beside each other;
@@ -130,7 +131,7 @@ stop_lanes() {
 
 run_molecule() {
   local total_start scenario lane best lanes=() lane_seconds=() rcs=() logdir="$CACHE/molecule" failed=() count
-  count=${GPUFLEET_MOLECULE_LANES:-3}
+  count=${GPUFLEET_MOLECULE_LANES:-2}
   [[ ! -e molecule ]] || die "a molecule/ directory at the collection root makes Molecule ignore extensions/molecule"
   [[ ! -e .config/molecule/config.yml ]] || die ".config/molecule/config.yml would take the place of extensions/molecule/config.yml"
   [[ $count =~ ^[1-9]$ ]] || die "GPUFLEET_MOLECULE_LANES must be 1 to 9; got '$count'"
