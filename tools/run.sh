@@ -95,9 +95,9 @@ YAML
 # Seconds each scenario took in fresh-clone CI runs (2026-12-03; the three newest measured on a loaded machine
 # and scaled down); a scenario not listed counts as 200. Only the dealing depends on them.
 declare -A SCENARIO_SECONDS=(
-  [fleet]=750 [stack_ubuntu]=320 [nvidia_driver_ubuntu]=300 [container_toolkit]=300 [gpu_monitoring]=250
+  [fleet]=750 [stack_ubuntu]=320 [nvidia_driver_ubuntu]=300 [container_toolkit]=300 [gpu_monitoring]=280
   [cuda_nccl]=210 [nvidia_driver_cuda_repo]=230 [ubuntu_releases]=230 [nvidia_driver_debian]=210 [pytorch]=200
-  [gpu_power]=150 [baseline]=100 [gpu_facts]=85
+  [gpu_power]=170 [baseline]=100 [gpu_facts]=85
 )
 MIRROR_PORT_BASE=18535   # lane N serves the mirror on MIRROR_PORT_BASE + N - 1
 
