@@ -18,11 +18,9 @@ import sys
 import pytest
 
 from ansible_collections.gpufleet.node.plugins.module_utils import gpu_metrics
-from ansible_collections.gpufleet.node.plugins.modules import gpu_facts
 
 ROOT = pathlib.Path(__file__).resolve().parents[4]
 EMULATION = ROOT / "tests" / "emulator"
-EMULATOR = EMULATION / "nvidia_smi_emulator.py"
 COLLECTOR = ROOT / "roles" / "gpu_monitoring" / "files" / "gpufleet-gpu-metrics.py"
 
 # DCGM field names as NVIDIA publishes them, with the Prometheus type dcgm-exporter gives them:
@@ -213,46 +211,7 @@ def test_write_atomically(tmp_path):
 
 # --- on emulated hardware -----------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def fake_nvml_library(tmp_path_factory):
-    gcc = shutil.which("gcc")
-    assert gcc, "gcc builds the fake libnvidia-ml.so.1 (tools/host-deps.sh installs it)"
-    output = tmp_path_factory.mktemp("fake-nvml") / "libnvidia-ml.so.1"
-    subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-o", str(output)]
-                   + [str(path) for path in sorted((EMULATION / "fake_nvml").glob("*.c"))], check=True)
-    return str(output)
-
-
-@pytest.fixture
-def emulated(fake_nvml_library, tmp_path, monkeypatch):
-    """Facts of both backends for an emulated profile (with faults), as gpu_facts gathers them."""
-    sys.path.insert(0, str(EMULATION))
-    try:
-        import emulator_profile  # pylint: disable=import-outside-toplevel,import-error
-    finally:
-        sys.path.remove(str(EMULATION))
-    config, pci = tmp_path / "config", tmp_path / "pci"
-    config.mkdir()
-    pci.mkdir()
-    script = tmp_path / "nvidia-smi"
-    script.write_text("#!/bin/sh\nexec %s %s \"$@\"\n" % (sys.executable, EMULATOR))
-    script.chmod(0o755)
-    monkeypatch.setenv("GPUFLEET_EMULATOR_CONFIG", str(config))
-    monkeypatch.setenv("GPUFLEET_NVML_CONF", str(config / "nvml.conf"))
-    monkeypatch.setattr(gpu_facts, "loaded_module_version", lambda: "535.183.01")
-
-    def gather(name, faults=None):
-        profile = json.loads((EMULATION / "profiles" / (name + ".json")).read_text(encoding="utf-8"))
-        if faults is not None:
-            (config / "faults.json").write_text(json.dumps(faults), encoding="utf-8")
-        (config / "nvml.conf").write_text(emulator_profile.render_nvml_conf(profile, name, faults), encoding="utf-8")
-        emulator_profile.lay_out_pci(profile, str(pci))
-        monkeypatch.setenv("GPUFLEET_EMULATOR_PROFILE", name)
-        params = {"nvidia_smi_path": str(script), "nvml_library": fake_nvml_library, "timeout": 10,
-                  "gather_subset": ["all"], "pci_devices_path": str(pci)}
-        return gpu_facts.gather(dict(params, backend="nvml")), gpu_facts.gather(dict(params, backend="nvidia_smi"))
-
-    return gather
+# both_backends (gpu_facts on the emulator and the fake NVML library): tests/unit/plugins/conftest.py
 
 
 FAULTS = {"inactive_links": [[0, 2]], "all_links_inactive": [3],
@@ -260,8 +219,8 @@ FAULTS = {"inactive_links": [[0, 2]], "all_links_inactive": [3],
 
 
 @pytest.mark.parametrize("profile, faults", [("hgx-h100-8gpu", None), ("pcie-4gpu", None), ("hgx-h100-8gpu", FAULTS)])
-def test_both_backends_give_the_same_metrics(emulated, profile, faults):
-    nvml_facts, smi_facts = emulated(profile, faults)
+def test_both_backends_give_the_same_metrics(both_backends, profile, faults):
+    nvml_facts, smi_facts = both_backends(profile, faults)
     nvml_text = gpu_metrics.render(nvml_facts, hostname="n")
     smi_text = gpu_metrics.render(smi_facts, hostname="n")
     strip = re.compile(r'(gpufleet_gpu_facts_ok\{state="[^"]*"),source="[^"]*"')
@@ -275,10 +234,10 @@ def test_both_backends_give_the_same_metrics(emulated, profile, faults):
         assert value(samples, "gpufleet_nvlink_links_down", 0) >= 1
 
 
-def test_the_collector_runs_without_ansible(emulated, tmp_path):
+def test_the_collector_runs_without_ansible(both_backends, tmp_path):
     """The role's collector, laid out as the role installs it, run by a Python without Ansible: gathers with the
     collection's code, judges with the health gates (ansible.errors stood in for) and writes the file."""
-    emulated("pcie-4gpu", {"gpus": {"2": {"temperature_c": 88}}})
+    both_backends("pcie-4gpu", {"gpus": {"2": {"temperature_c": 88}}})
     lib = tmp_path / "lib"
     node = lib / "ansible_collections" / "gpufleet" / "node"
     for package in (lib / "ansible_collections", lib / "ansible_collections" / "gpufleet", node, node / "plugins",

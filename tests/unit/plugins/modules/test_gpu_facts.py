@@ -487,9 +487,6 @@ def test_nvml_lost_gpu():
 # same profile; the module must give the same facts from either, except what only one of them can see
 # (tools/bench/compare_backends.py says which).
 
-import importlib.util  # noqa: E402  pylint: disable=wrong-import-position
-import shutil  # noqa: E402  pylint: disable=wrong-import-position
-import subprocess  # noqa: E402  pylint: disable=wrong-import-position
 
 EMULATION = HERE.parents[2] / "emulator"
 sys.path.insert(0, str(HERE.parents[3] / "tools" / "bench"))
@@ -509,49 +506,7 @@ FAULTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def fake_nvml_library(tmp_path_factory):
-    gcc = shutil.which("gcc")
-    assert gcc, "gcc builds the fake libnvidia-ml.so.1 (tools/host-deps.sh installs it)"
-    output = tmp_path_factory.mktemp("fake-nvml") / "libnvidia-ml.so.1"
-    subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-o", str(output)]
-                   + [str(path) for path in sorted((EMULATION / "fake_nvml").glob("*.c"))], check=True)
-    return str(output)
-
-
-@pytest.fixture(scope="module")
-def profile_tool():
-    spec = importlib.util.spec_from_file_location("gpufleet_emulator_profile", str(EMULATION / "emulator_profile.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture
-def both_backends(fake_nvml_library, profile_tool, tmp_path, monkeypatch):
-    config = tmp_path / "config"
-    config.mkdir()
-    pci = tmp_path / "pci"
-    pci.mkdir()
-    script = tmp_path / "nvidia-smi"
-    script.write_text("#!/bin/sh\nexec %s %s \"$@\"\n" % (sys.executable, EMULATOR))
-    script.chmod(0o755)
-    monkeypatch.setenv("GPUFLEET_EMULATOR_CONFIG", str(config))
-    monkeypatch.setenv("GPUFLEET_NVML_CONF", str(config / "nvml.conf"))
-    monkeypatch.setattr(gpu_facts, "loaded_module_version", lambda: "535.183.01")
-
-    def gather(name, faults=None):
-        profile = json.loads((EMULATION / "profiles" / (name + ".json")).read_text(encoding="utf-8"))
-        if faults is not None:
-            (config / "faults.json").write_text(json.dumps(faults), encoding="utf-8")
-        (config / "nvml.conf").write_text(profile_tool.render_nvml_conf(profile, name, faults), encoding="utf-8")
-        profile_tool.lay_out_pci(profile, str(pci))
-        monkeypatch.setenv("GPUFLEET_EMULATOR_PROFILE", name)
-        params = {"nvidia_smi_path": str(script), "nvml_library": fake_nvml_library, "timeout": 10,
-                  "gather_subset": ["all"], "pci_devices_path": str(pci)}
-        return (gpu_facts.gather(dict(params, backend="nvml")), gpu_facts.gather(dict(params, backend="nvidia_smi")))
-
-    return gather
+# fake_nvml_library, profile_tool and both_backends: tests/unit/plugins/conftest.py
 
 
 @pytest.mark.parametrize("faults", sorted(FAULTS))
