@@ -27,6 +27,9 @@ export PATH="$VENV/bin:$PATH"
 # The stand-in apt mirror (tools/mirror.sh), bound into the Molecule nodes.
 export GPUFLEET_MIRROR_DIR="$CACHE/mirror"
 export GPUFLEET_WHEELHOUSE="$CACHE/wheelhouse"
+# The frozen snapshot of the real distribution packages (tools/snapshot.sh), bound into the nodes and served on
+# 127.0.0.1 (tests/snapshot/serve.yml).
+export GPUFLEET_SNAPSHOT_DIR="$CACHE/snapshot"
 # The fake libnvidia-ml.so.1 of the emulated GPUs (tools/fake-nvml.sh), copied onto test nodes by tests/emulator/install.yml.
 export GPUFLEET_FAKE_NVML="$CACHE/fake-nvml/libnvidia-ml.so.1"
 
@@ -104,6 +107,39 @@ emulated_inventory() {
     done
   } >"$file"
 }
+
+# Serves the snapshot of the real distribution packages (tools/snapshot.sh) on 127.0.0.1:$GPUFLEET_SNAPSHOT_PORT
+# from this machine (the nodes share its network) while the calling script runs, and exports what the roles'
+# mirror variables need (extensions/molecule/config.yml, emulated_inventory): the port and the snapshot key's
+# fingerprint. A server already answering there is used as it is.
+export GPUFLEET_SNAPSHOT_PORT=${GPUFLEET_SNAPSHOT_PORT:-19535}
+serve_snapshot() {
+  [[ -s "$GPUFLEET_SNAPSHOT_DIR/fingerprint" ]] || die "no snapshot in $GPUFLEET_SNAPSHOT_DIR; build it with tools/snapshot.sh"
+  GPUFLEET_SNAPSHOT_FINGERPRINT=$(cat "$GPUFLEET_SNAPSHOT_DIR/fingerprint")
+  export GPUFLEET_SNAPSHOT_FINGERPRINT
+  local served
+  if served=$(snapshot_fingerprint_served); then
+    [[ "$served" == "$GPUFLEET_SNAPSHOT_FINGERPRINT" ]] \
+      || die "127.0.0.1:$GPUFLEET_SNAPSHOT_PORT serves another snapshot; stop that server or set GPUFLEET_SNAPSHOT_PORT"
+    return
+  fi
+  python3 -m http.server --bind 127.0.0.1 --directory "$GPUFLEET_SNAPSHOT_DIR" "$GPUFLEET_SNAPSHOT_PORT" \
+    >"$CACHE/snapshot-server.log" 2>&1 &
+  SNAPSHOT_SERVER_PID=$!
+  local tries
+  for tries in $(seq 50); do
+    snapshot_fingerprint_served >/dev/null && return
+    sleep 0.1
+  done
+  die "the snapshot server did not answer on 127.0.0.1:$GPUFLEET_SNAPSHOT_PORT (log: $CACHE/snapshot-server.log)"
+}
+# The fingerprint the server on the snapshot port serves (fails when none answers).
+snapshot_fingerprint_served() {
+  python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=2).read().decode().strip())' \
+    "http://127.0.0.1:$GPUFLEET_SNAPSHOT_PORT/fingerprint" 2>/dev/null
+}
+# Stops the server serve_snapshot started (none if it found one running).
+stop_snapshot() { [[ -z "${SNAPSHOT_SERVER_PID:-}" ]] || kill "$SNAPSHOT_SERVER_PID" 2>/dev/null || true; }
 
 stage() { printf '\n==> %s\n' "$*"; }
 info() { printf '    %s\n' "$*"; }

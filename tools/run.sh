@@ -139,8 +139,16 @@ run_molecule() {
     [[ -f "extensions/molecule/$scenario/molecule.yml" ]] || die "no Molecule scenario '$scenario' under extensions/molecule"
   done
   total_start=$(date +%s)
+  rm -rf "$logdir" && mkdir -p "$logdir"
+  # The real distribution packages come from the frozen snapshot (tools/snapshot.sh), served from here for every
+  # lane; its manifest is kept with the logs.
+  serve_snapshot
+  cp "$GPUFLEET_SNAPSHOT_DIR/manifest.tsv" "$GPUFLEET_SNAPSHOT_DIR/fallbacks.txt" "$logdir/"
+  info "distribution packages: the snapshot on 127.0.0.1:$GPUFLEET_SNAPSHOT_PORT (key $GPUFLEET_SNAPSHOT_FINGERPRINT;" \
+    "$(($(wc -l <"$logdir/manifest.tsv") - 1)) packages, manifest $logdir/manifest.tsv)"
   (( count <= $# )) || count=$#
   if (( count <= 1 )); then
+    trap stop_snapshot EXIT
     GPUFLEET_MIRROR_PORT=$MIRROR_PORT_BASE run_lane "one lane" "$@"
     info "all scenarios passed in $(since "$total_start") s"
     return
@@ -152,7 +160,6 @@ run_molecule() {
     lanes[best]+=" $scenario"
     (( lane_seconds[best] += ${SCENARIO_SECONDS[$scenario]:-200} ))
   done < <(for scenario in "$@"; do echo "${SCENARIO_SECONDS[$scenario]:-200} $scenario"; done | sort -k1,1nr -k2)
-  rm -rf "$logdir" && mkdir -p "$logdir"
   for ((lane = 0; lane < count; lane++)); do
     info "lane $((lane + 1)) (mirror port $((MIRROR_PORT_BASE + lane)), about ${lane_seconds[lane]} s):${lanes[lane]}"
     # In a session of its own, so that this script, ended early (Ctrl-C, a CI timeout), takes the lane with it.
@@ -160,12 +167,13 @@ run_molecule() {
     GPUFLEET_MIRROR_PORT=$((MIRROR_PORT_BASE + lane)) LOGDIR=$logdir setsid "$ROOT/tools/run.sh" molecule-lane "lane $((lane + 1))" ${lanes[lane]} &
     LANE_PIDS+=($!)
   done
-  trap stop_lanes EXIT
+  trap 'stop_lanes; stop_snapshot' EXIT
   for ((lane = 0; lane < count; lane++)); do
     rcs[lane]=0
     wait "${LANE_PIDS[lane]}" || rcs[lane]=$?
   done
   trap - EXIT
+  stop_snapshot
   for scenario in "$@"; do
     [[ -f "$logdir/$scenario.log" ]] || continue
     stage "output of molecule test -s $scenario"

@@ -10,8 +10,8 @@ make -s host-deps venv collections dockerd
 
 bench_log="$CACHE/bench-env.log"
 mkdir -p "$CACHE"
-stage "Building the bench in the background (node images, stand-in mirror, wheelhouse, fake NVML library): $bench_log"
-setsid make -s image mirror wheelhouse fake-nvml >"$bench_log" 2>&1 &
+stage "Building the bench in the background (node images, stand-in mirror, snapshot of the real packages, wheelhouse, fake NVML library): $bench_log"
+setsid make -s image mirror snapshot wheelhouse fake-nvml >"$bench_log" 2>&1 &
 bench_pid=$!
 trap 'kill -- -$bench_pid 2>/dev/null || true' EXIT
 

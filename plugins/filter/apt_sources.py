@@ -1,9 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.node contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Archive components in apt's source files, one-line (``sources.list``) or deb822 (``*.sources``).
+"""The archive's entries in apt's source files, one-line (``sources.list``) or deb822 (``*.sources``): their
+components (``apt_source_components``) and their mirror (``apt_source_mirror``).
 
-The filter is documented beside this file, in ``apt_source_components.yml``.
+The filters are documented beside this file, in ``apt_source_components.yml`` and ``apt_source_mirror.yml``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -112,10 +113,105 @@ def apt_source_components(text, release, components, deb822=None):
     return {"content": content, "entries": entries}
 
 
+def _archive_uris(text, release, deb822):
+    """The URIs that carry ``main`` for a pocket of ``release``: the archive's own (and its security archive)."""
+    uris = set()
+    if deb822:
+        for stanza in re.split(r"\n[ \t]*\n", text):
+            fields = _fields(stanza)
+            if ("main" in fields.get("components", "").split()
+                    and any(_is_pocket(suite, release) for suite in fields.get("suites", "").split())):
+                uris.update(uri.rstrip("/") for uri in fields.get("uris", "").split())
+    else:
+        for line in text.split("\n"):
+            match = _ONE_LINE.match(line)
+            if match and _is_pocket(match.group("suite"), release) and "main" in match.group("components").split():
+                uris.add(match.group("uri").rstrip("/"))
+    return uris
+
+
+def _with_signed_by(options, signed_by):
+    """One-line options ``[a=b c=d]`` with signed-by set (or kept as they are when signed_by is empty)."""
+    if not signed_by:
+        return options
+    kept = [option for option in (options or "").strip("[] ").split() if not option.startswith("signed-by=")]
+    return "[%s] " % " ".join(kept + ["signed-by=" + signed_by])
+
+
+_ONE_LINE_PARTS = re.compile(r"^(?P<indent>\s*)(?P<type>deb)\s+(?P<options>\[[^\]]*\]\s+)?(?P<uri>\S+)(?P<rest>\s.*)$")
+
+
+def _mirror_one_line(text, release, uri, signed_by):
+    archive = _archive_uris(text, release, False)
+    out, matched = [], 0
+    for line in text.split("\n"):
+        match = _ONE_LINE_PARTS.match(line)
+        suite = (match.group("rest").split() or [""])[0] if match else ""
+        if match and match.group("uri").rstrip("/") in archive and _is_pocket(suite, release):
+            matched += 1
+            line = "%s%s %s%s%s" % (match.group("indent"), match.group("type"),
+                                    _with_signed_by(match.group("options"), signed_by), uri, match.group("rest"))
+        out.append(line)
+    return "\n".join(out), matched
+
+
+def _set_field(stanza, name, value):
+    """The stanza with field ``name`` (continuation lines included) set to ``value``, or added at its end."""
+    pattern = r"^%s:[ \t]*.*(?:\n[ \t]+\S.*)*$" % name
+    if re.search(pattern, stanza, flags=re.MULTILINE | re.IGNORECASE):
+        return re.sub(pattern, lambda _match: "%s: %s" % (name, value), stanza, count=1,
+                      flags=re.MULTILINE | re.IGNORECASE)
+    return stanza.rstrip("\n") + "\n%s: %s" % (name, value) + ("\n" if stanza.endswith("\n") else "")
+
+
+def _mirror_deb822(text, release, uri, signed_by):
+    text = text.replace("\r\n", "\n")
+    archive = _archive_uris(text, release, True)
+    parts = re.split(r"(\n[ \t]*\n)", text)
+    out, matched = [], 0
+    for stanza in parts:
+        fields = _fields(stanza) if stanza.strip() else {}
+        uris = [entry.rstrip("/") for entry in fields.get("uris", "").split()]
+        if uris and all(entry in archive for entry in uris) and any(
+                _is_pocket(suite, release) for suite in fields.get("suites", "").split()):
+            matched += 1
+            stanza = _set_field(stanza, "URIs", uri)
+            if signed_by:
+                stanza = _set_field(stanza, "Signed-By", signed_by)
+        out.append(stanza)
+    return "".join(out), matched
+
+
+def apt_source_mirror(text, release, uri, signed_by="", deb822=None):
+    """``{"content", "entries"}``: the source file's text with every entry of the distribution's archive for
+    ``release`` (and its pockets) served from ``uri`` instead, and the number of such entries.
+
+    The archive's entries are those whose URI carries ``main`` for the release or one of its pockets (on Debian
+    that is the archive and its security archive), and every other entry of the release's pockets at the same
+    URIs (Ubuntu's installer puts ``universe`` on lines of its own); a third-party repository keeps its URI.
+    ``signed_by``, when given, becomes the entries' ``signed-by`` (a mirror that signs with its own key), else
+    their options stay as they are (a mirror that keeps the archive's signatures). ``deb-src`` entries (a mirror
+    rarely carries sources), comments and the order of everything are kept.
+    """
+    if not isinstance(text, str):
+        raise AnsibleFilterError("apt_source_mirror expects the text of an apt source file")
+    if not release or not isinstance(release, str):
+        raise AnsibleFilterError("apt_source_mirror needs the release codename, such as bookworm")
+    if not isinstance(uri, str) or not re.match(r"^(https?|file)://\S+$", uri):
+        raise AnsibleFilterError("apt_source_mirror needs the mirror's URL (http://, https:// or file://); got %r" % (uri,))
+    if signed_by and (not isinstance(signed_by, str) or not signed_by.startswith("/")):
+        raise AnsibleFilterError("apt_source_mirror: signed_by must be a keyring's absolute path; got %r" % (signed_by,))
+    if deb822 is None:
+        deb822 = re.search(r"^Types:", text, flags=re.MULTILINE | re.IGNORECASE) is not None
+    content, entries = (_mirror_deb822 if deb822 else _mirror_one_line)(text, release, uri.rstrip("/"), signed_by or "")
+    return {"content": content, "entries": entries}
+
+
 class FilterModule(object):
     """gpufleet.node apt source filters."""
 
     def filters(self):
         return {
             "apt_source_components": apt_source_components,
+            "apt_source_mirror": apt_source_mirror,
         }

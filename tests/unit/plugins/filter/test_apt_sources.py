@@ -13,7 +13,7 @@ import re
 import pytest
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.node.plugins.filter.apt_sources import apt_source_components
+from ansible_collections.gpufleet.node.plugins.filter.apt_sources import apt_source_components, apt_source_mirror
 
 DRIVER = ["main", "contrib", "non-free", "non-free-firmware"]
 
@@ -116,3 +116,73 @@ def test_ubuntu_one_line_and_deb822():
 def test_bad_arguments(args):
     with pytest.raises(AnsibleFilterError):
         apt_source_components(*args)
+
+
+# --- apt_source_mirror: the archive's entries served from a mirror (gpufleet_os_mirror_url) -----------------------
+
+MIRROR = "http://127.0.0.1:19535/debian"
+KEYRING = "/etc/apt/keyrings/gpufleet-os-mirror.gpg"
+
+UBUNTU_JAMMY = """deb http://archive.example/ubuntu jammy main restricted
+deb http://archive.example/ubuntu jammy universe
+deb http://archive.example/ubuntu/ jammy-updates main restricted
+deb http://security.example/ubuntu jammy-security main restricted
+deb http://security.example/ubuntu jammy-security universe
+deb [signed-by=/usr/share/keyrings/docker.gpg] https://docker.example/linux/ubuntu jammy stable
+"""
+
+
+def test_mirror_rewrites_every_archive_entry_of_the_installer_and_keeps_the_rest():
+    result = apt_source_mirror(DEBIAN_INSTALLER, "bookworm", MIRROR, KEYRING)
+    lines = result["content"].split("\n")
+    assert result["entries"] == 3
+    assert "deb [signed-by=%s] %s bookworm main non-free-firmware" % (KEYRING, MIRROR) in lines
+    assert "deb [signed-by=%s] %s bookworm-security main non-free-firmware" % (KEYRING, MIRROR) in lines
+    assert "deb [signed-by=%s] %s bookworm-updates main non-free-firmware" % (KEYRING, MIRROR) in lines
+    # Sources, the cdrom comment and the third-party repository keep what they had.
+    assert "deb-src http://mirror.example/debian/ bookworm main non-free-firmware" in lines
+    assert lines[0] == DEBIAN_INSTALLER.split("\n", maxsplit=1)[0]
+    assert "deb [signed-by=/usr/share/keyrings/docker.gpg] https://docker.example/linux/debian bookworm stable" in lines
+
+
+def test_mirror_takes_the_lines_of_other_components_at_the_archive_uris_too():
+    result = apt_source_mirror(UBUNTU_JAMMY, "jammy", "http://127.0.0.1:19535/ubuntu")
+    assert result["entries"] == 5
+    assert result["content"].count("http://127.0.0.1:19535/ubuntu jammy") == 5
+    assert "archive.example" not in result["content"] and "security.example" not in result["content"]
+    # No keyring given: a mirror that keeps the archive's signatures; options stay as they were.
+    assert "https://docker.example/linux/ubuntu jammy stable" in result["content"]
+    assert "[signed-by=/usr/share/keyrings/docker.gpg]" in result["content"]
+
+
+def test_mirror_sets_uris_and_signed_by_in_deb822_and_is_idempotent():
+    result = apt_source_mirror(DEBIAN_CONTAINER, "bookworm", MIRROR, KEYRING)
+    assert result["entries"] == 2
+    assert re.findall(r"^URIs: (.*)$", result["content"], flags=re.MULTILINE) == [MIRROR, MIRROR]
+    assert re.findall(r"^Signed-By: (.*)$", result["content"], flags=re.MULTILINE) == [KEYRING, KEYRING]
+    again = apt_source_mirror(result["content"], "bookworm", MIRROR, KEYRING)
+    assert again == result
+    one_line = apt_source_mirror(DEBIAN_INSTALLER, "bookworm", MIRROR, KEYRING)["content"]
+    assert apt_source_mirror(one_line, "bookworm", MIRROR, KEYRING)["content"] == one_line
+
+
+def test_mirror_adds_signed_by_where_a_stanza_has_none():
+    text = "Types: deb\nURIs: http://m/ubuntu\nSuites: noble noble-updates\nComponents: main universe\n"
+    content = apt_source_mirror(text, "noble", "http://127.0.0.1:1/ubuntu", KEYRING)["content"]
+    assert content == ("Types: deb\nURIs: http://127.0.0.1:1/ubuntu\nSuites: noble noble-updates\n"
+                       "Components: main universe\nSigned-By: %s\n" % KEYRING)
+
+
+@pytest.mark.parametrize("text", [
+    "deb http://m/debian bullseye main\n",
+    "deb http://apt.example/pub/repos/apt bookworm-pgdg main\n",
+    "deb http://m/ubuntu bookworm universe\n",   # no line of that URI carries main: not the archive
+])
+def test_mirror_leaves_other_releases_and_third_parties_alone(text):
+    assert apt_source_mirror(text, "bookworm", MIRROR) == {"content": text, "entries": 0}
+
+
+@pytest.mark.parametrize("uri, signed_by", [("", ""), ("mirror.example/debian", ""), (MIRROR, "keyring.gpg"), (None, "")])
+def test_mirror_refuses_what_is_not_a_url_or_a_keyring_path(uri, signed_by):
+    with pytest.raises(AnsibleFilterError):
+        apt_source_mirror(DEBIAN_CONTAINER, "bookworm", uri, signed_by)

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Freezes the real distribution packages the tests install into a local signed snapshot: tools/snapshot.sh
+# [OS...] (OS as in tools/node-image.sh; no argument: every release of tests/snapshot/packages.json).
+#
+# Per release, in a container of its node image (whose sources are the archive as an installed server has them:
+# tools/node-image.sh reads the mirror from this machine's or debootstrap's configuration), tests/snapshot/resolve.py
+# resolves each group of tests/snapshot/packages.json and downloads the real .deb files once, taking the newest
+# version the archive really serves where its index lists one its pool does not (a mirror caught mid-sync). That
+# download is cached per release in $CACHE/snapshot-work/<os>, keyed by the resolver and the release's package
+# list: it is done again only when they change. tests/snapshot/assemble.py then lays the files out as the
+# archive does (dists/<suite>/<component>, pool/), with the archive's own index entries, signed with a throwaway
+# key, in $GPUFLEET_SNAPSHOT_DIR (debian/ and ubuntu/); manifest.tsv says which version came from which pocket.
+# Tests point the roles at it with their mirror variables (gpufleet_os_mirror_url and its key), as an
+# air-gapped site points them at its own mirror; tests/snapshot/serve.yml serves it on 127.0.0.1.
+source "$(dirname "$0")/lib.sh"
+
+SPEC="$ROOT/tests/snapshot/packages.json"
+WORK_ROOT="$CACHE/snapshot-work"
+mapfile -t releases < <(python3 -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1]))["releases"]))' "$SPEC")
+targets=("$@")
+[[ ${#targets[@]} -gt 0 ]] || targets=("${releases[@]}")
+for os in "${targets[@]}"; do
+  [[ " ${releases[*]} " == *" $os "* ]] || die "tests/snapshot/packages.json has no release '$os' (it has ${releases[*]})"
+done
+
+# Downloads one release's packages unless its cached download is current.
+resolve() {
+  local os=$1 work="$WORK_ROOT/$1" key start
+  key=$( (cat "$ROOT/tests/snapshot/resolve.py"
+          python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))["releases"][sys.argv[2]], sort_keys=True))' "$SPEC" "$os") \
+        | sha256sum | cut -c1-12)
+  if [[ -f "$work/.key" && "$(cat "$work/.key")" == "$key" ]]; then
+    info "$os: the downloaded packages are current ($(find "$work/debs" -name '*.deb' | wc -l) files)"
+    return
+  fi
+  "$ROOT/tools/node-image.sh" "$os" >/dev/null
+  stage "Downloading $os's real packages from its archive, once (tests/snapshot/packages.json)"
+  start=$(date +%s)
+  rm -rf "$work" && mkdir -p "$work"
+  python3 -c 'import json, sys; json.dump(json.load(open(sys.argv[1]))["releases"][sys.argv[2]], open(sys.argv[3], "w"))' \
+    "$SPEC" "$os" "$work/release.json"
+  docker run --rm --network host --entrypoint python3 -v "$ROOT/tests/snapshot:/snapshot:ro" -v "$work:/work" \
+    "$IMAGE_REPO:$os" /snapshot/resolve.py /work/release.json /work \
+    || die "downloading $os's packages failed (output above)"
+  echo "$key" >"$work/.key"
+  info "$os: $(find "$work/debs" -name '*.deb' | wc -l) files, $(du -sm "$work/debs" | cut -f1) MB in $(since "$start") s"
+}
+
+for os in "${targets[@]}"; do resolve "$os"; done
+
+# Assembles every downloaded release into the served snapshot, unless it already holds exactly these downloads.
+mapfile -t works < <(for os in "${releases[@]}"; do [[ -f "$WORK_ROOT/$os/.key" ]] && echo "$WORK_ROOT/$os"; done)
+key=$( (cat "$ROOT/tests/snapshot/assemble.py"; for work in "${works[@]}"; do echo "$work"; cat "$work/.key"; done) \
+      | sha256sum | cut -c1-12)
+if [[ -f "$GPUFLEET_SNAPSHOT_DIR/.key" && "$(cat "$GPUFLEET_SNAPSHOT_DIR/.key")" == "$key" ]]; then
+  info "the snapshot is current ($GPUFLEET_SNAPSHOT_DIR)"
+else
+  stage "Assembling the signed snapshot of the real packages ($GPUFLEET_SNAPSHOT_DIR)"
+  python3 "$ROOT/tests/snapshot/assemble.py" "$GPUFLEET_SNAPSHOT_DIR" "${works[@]}" | sed 's/^/    /'
+  echo "$key" >"$GPUFLEET_SNAPSHOT_DIR/.key"
+fi
+stage "Snapshot manifest ($GPUFLEET_SNAPSHOT_DIR/manifest.tsv: package, version, pocket, sha256)"
+column -t -s $'\t' "$GPUFLEET_SNAPSHOT_DIR/manifest.tsv" | sed 's/^/    /'
+if [[ -s "$GPUFLEET_SNAPSHOT_DIR/fallbacks.txt" ]]; then
+  stage "Listed but not served when the snapshot was taken (the newest served version was taken instead)"
+  sed 's/^/    /' "$GPUFLEET_SNAPSHOT_DIR/fallbacks.txt"
+fi
