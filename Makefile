@@ -5,7 +5,7 @@ TOOLS := tools
 SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard extensions/molecule/*/molecule.yml))))
 
 .PHONY: help test demo bench bench-env lint yamllint ansible-lint sanity unit molecule build-check clean \
-        host-deps venv collections dockerd image mirror wheelhouse fake-nvml
+        host-deps venv collections dockerd image mirror snapshot wheelhouse fake-nvml
 
 help:
 	@echo "make test    every check: yamllint, ansible-lint, ansible-test sanity, unit tests, Molecule ($(SCENARIOS))"
@@ -25,11 +25,13 @@ image: dockerd
 	@$(TOOLS)/node-image.sh
 mirror: host-deps
 	@$(TOOLS)/mirror.sh
+snapshot: dockerd
+	@$(TOOLS)/snapshot.sh
 wheelhouse: venv
 	@$(TOOLS)/wheelhouse.sh
 fake-nvml: host-deps
 	@$(TOOLS)/fake-nvml.sh
-bench-env: venv collections image mirror wheelhouse fake-nvml
+bench-env: venv collections image mirror snapshot wheelhouse fake-nvml
 
 # Every check: lint sanity unit build-check molecule, with bench-env built in the background (tools/test.sh).
 test:
@@ -49,7 +51,7 @@ build-check: collections
 molecule: bench-env
 	@$(TOOLS)/run.sh molecule $(SCENARIOS)
 
-demo: bench-env
+demo: venv collections dockerd mirror wheelhouse fake-nvml   # the node image and snapshot of its OS: tools/demo.sh
 	@$(TOOLS)/demo.sh
 
 bench: bench-env dockerd

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # `make demo`: a local fleet of node containers, playbooks/site.yml against it, a per-node summary, then
 # playbooks/validate.yml (with the DDP smoke test across the nodes) and the fleet report (playbooks/report.yml).
-#   tools/demo.sh          bring the fleet up (reusing running nodes), converge it, print the summary
+#   tools/demo.sh          build the node image of NODE_OS if needed, bring the fleet up (reusing running nodes),
+#                          converge it, print the summary, validate, report
+#   tools/demo.sh summary  print the per-node summary of the running fleet again
 #   tools/demo.sh down     remove the fleet's containers
+# The rest of the bench the demo needs (venv, collections, dockerd, mirror, wheelhouse, fake-nvml) is the list of
+# prerequisites of the Makefile's demo rule; the demo builds only the node image it runs, here.
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT" || exit 1
 # The demo fleet runs Ubuntu 22.04, the OS of the how-to articles this collection replaces.
@@ -24,6 +28,13 @@ down() {
 }
 
 up() {
+  # Only the image the fleet runs (cached: rebuilt when its inputs change), not every OS of the bench, and the
+  # snapshot of that OS's real packages, served from here while the demo runs (tools/snapshot.sh).
+  "$ROOT/tools/node-image.sh" "$NODE_OS"
+  "$ROOT/tools/snapshot.sh" "$NODE_OS" | grep -v '^    \(debian\|ubuntu\) ' || true
+  serve_snapshot
+  trap stop_snapshot EXIT
+  info "distribution packages: the snapshot on 127.0.0.1:$GPUFLEET_SNAPSHOT_PORT (manifest $GPUFLEET_SNAPSHOT_DIR/manifest.tsv)"
   stage "Bringing up the demo fleet: ${NODES[*]} (systemd containers of $IMAGE_REPO:$NODE_OS)"
   local node
   for node in "${NODES[@]}"; do
@@ -57,9 +68,13 @@ converge() {
 }
 
 summary() {
-  stage "Per-node summary: baseline and driver"
-  ANSIBLE_INJECT_FACT_VARS=false ansible-playbook -i "$INVENTORY" tools/demo-summary.yml \
-    | sed -n 's/^ *"msg": "\(.*\)"$/\1/p; s/^    msg: //p'
+  [[ -s "$INVENTORY" ]] || die "no demo fleet: run tools/demo.sh (or make demo) first"
+  stage "Per-node summary (by inventory name): baseline, driver, gpu-node-check, GPU metrics"
+  # The lines of the summary's one printed msg, a JSON list: one item a line, its quotes unescaped.
+  ANSIBLE_INJECT_FACT_VARS=false ANSIBLE_CALLBACK_RESULT_FORMAT=json ansible-playbook -i "$INVENTORY" \
+    tools/demo-summary.yml >"$DEMO/summary.log" \
+    || { tail -20 "$DEMO/summary.log"; die "summary failed; see $DEMO/summary.log"; }
+  sed -n 's/^        "\(.*\)",\{0,1\}$/\1/p' "$DEMO/summary.log" | sed 's/\\"/"/g; s/\\\\/\\/g'
   stage "Per-node summary: GPUs (playbooks/gpu_facts.yml)"
   ANSIBLE_INJECT_FACT_VARS=false ANSIBLE_CALLBACK_RESULT_FORMAT=json ansible-playbook -i "$INVENTORY" \
     playbooks/gpu_facts.yml | sed -n 's/^        "\(.*\)",\{0,1\}$/\1/p'
@@ -82,7 +97,8 @@ validate() {
 case "${1:-all}" in
   down) down ;;
   up) up ;;
+  summary) summary ;;
   all) up; converge; summary; validate
        info "the fleet keeps running; 'tools/demo.sh down' (or make clean) removes it" ;;
-  *) die "usage: tools/demo.sh [all|up|down]" ;;
+  *) die "usage: tools/demo.sh [all|up|summary|down]" ;;
 esac

@@ -68,8 +68,9 @@ rm_node() {
 
 # Writes an inventory of emulated node containers: emulated_inventory FILE NODE=PROFILE... . The driver, CUDA
 # and NCCL come from NVIDIA's repository as an air-gapped fleet gets them, from a mirror: here the stand-in
-# mirror of tests/mirror, served on 127.0.0.1 by tools/demo-emulate.yml (tests/mirror/serve.yml); torch from the
-# offline wheelhouse. Each node's emulated PCI tree is at its own /sys/bus/pci/devices (run_node). The nodes run
+# mirror of tests/mirror, served on 127.0.0.1 by tools/demo-emulate.yml (tests/mirror/serve.yml); the
+# distribution's packages from the snapshot of its archive (tools/snapshot.sh, served by serve_snapshot); torch
+# from the offline wheelhouse. Each node's emulated PCI tree is at its own /sys/bus/pci/devices (run_node). The nodes run
 # NODE_OS (default debian12), which decides the repository path and what it offers: ubuntu2204 has CUDA 12.1 (the
 # product's target); debian12 starts at 12.3, so there the newest release, 12.4, which the emulated 535 drivers
 # (CUDA 12.2) run by minor-version compatibility. The wheelhouse's torch is built for Python 3.11: Ubuntu 22.04
@@ -91,6 +92,9 @@ emulated_inventory() {
     echo "    nvidia_repo_url: http://127.0.0.1:18535/cuda"
     echo "    nvidia_repo_key_url: http://127.0.0.1:18535/cuda/$os/x86_64/gpufleet-test.pub"
     echo "    nvidia_repo_key_fingerprint: $(cat "$GPUFLEET_MIRROR_DIR/fingerprint")"
+    echo "    gpufleet_os_mirror_url: http://127.0.0.1:$GPUFLEET_SNAPSHOT_PORT/{{ ansible_facts['distribution'] | lower }}"
+    echo "    gpufleet_os_mirror_key_url: http://127.0.0.1:$GPUFLEET_SNAPSHOT_PORT/gpufleet-snapshot.pub"
+    echo "    gpufleet_os_mirror_key_fingerprint: $(cat "$GPUFLEET_SNAPSHOT_DIR/fingerprint")"
     echo "    cuda_version: '$cuda'"
     echo "    pytorch_version: '2.13.0'        # the CPU build in the wheelhouse (tools/wheelhouse.sh)"
     [[ $os == debian12 ]] || echo "    pytorch_python: /usr/bin/python3.11"

@@ -11,7 +11,8 @@ work="$CACHE/bench-site"
 mkdir -p "$work"
 rm_node "$node"
 run_node "$node"
-trap 'rm_node '"$node" EXIT
+serve_snapshot
+trap 'rm_node '"$node"'; stop_snapshot' EXIT
 emulated_inventory "$work/inventory.yml" "$node=hgx-a100-8gpu"
 export ANSIBLE_INJECT_FACT_VARS=false ANSIBLE_PIPELINING=true
 ansible-playbook -i "$work/inventory.yml" tools/demo-emulate.yml >"$work/emulate.log"

@@ -44,6 +44,15 @@ def fabricmanager_active():
     return done.stdout.strip() == "active"
 
 
+def hostname_label(settings):
+    """The Hostname label's value: the settings' ``hostname`` (gpu_monitoring_hostname, or the inventory name the
+    role chose on a container node), else the host name of the machine at each collection (dcgm-exporter's
+    os.Hostname()); None without the label (``hostname_label`` false)."""
+    if not settings.get("hostname_label", True):
+        return None
+    return settings.get("hostname") or socket.gethostname()
+
+
 def main(argv):
     with open(argv[1]) as stream:
         settings = json.load(stream)
@@ -62,7 +71,7 @@ def main(argv):
     except Exception as exc:  # pylint: disable=broad-except
         sys.stderr.write("health gates failed: %s\n" % exc)
         health = None
-    hostname = socket.gethostname() if settings.get("hostname_label", True) else None
+    hostname = hostname_label(settings)
     text = gpu_metrics.render(gpu, health=health, hostname=hostname, timestamp=round(started, 3))
     gpu_metrics.write_atomically(settings["textfile"], text)
     verdict = ("health unknown" if health is None else "; ".join(health["failures"]) if health["failures"]

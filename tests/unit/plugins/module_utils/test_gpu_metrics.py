@@ -11,6 +11,7 @@ import os
 import pathlib
 import re
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -151,6 +152,25 @@ def test_no_gpu_says_so():
                        ("gpufleet_gpu_count", (("Hostname", "cpu-node"),)): 0}
 
 
+@pytest.mark.parametrize("hostname", ["gpufleet-demo-hgx", "node-7.example.org", 'odd "name"'])
+def test_the_hostname_label_carries_what_was_given(hostname):
+    """Every sample, per GPU and node-wide, carries the given name as Hostname, unchanged (the renderer reads no
+    host name of its own: the collector chooses it)."""
+    health = {"failures": ["GPU1: uncorrectable ECC errors"], "warnings": []}
+    samples = parse(gpu_metrics.render(facts([device(0), device(1)]), health=health, hostname=hostname,
+                                       timestamp=1.0))
+    names = set(name for name, _labels in samples)
+    assert {"DCGM_FI_DEV_GPU_TEMP", "gpufleet_gpu_healthy", "gpufleet_node_healthy", "gpufleet_gpu_count",
+            "gpufleet_gpu_metrics_timestamp_seconds"} <= names
+    assert all(dict(labels).get("Hostname") == hostname for _name, labels in samples)
+
+
+@pytest.mark.parametrize("hostname", [None, ""])
+def test_no_hostname_no_label(hostname):
+    text = gpu_metrics.render(facts([device(0)]), health={"failures": [], "warnings": []}, hostname=hostname)
+    assert "Hostname" not in text
+
+
 def test_label_values_are_escaped():
     text = gpu_metrics.render(facts([device(0, name='Odd "GPU"\\ name\nline two')]))
     assert 'modelName="Odd \\"GPU\\"\\\\ name\\nline two"' in text
@@ -234,9 +254,18 @@ def test_both_backends_give_the_same_metrics(both_backends, profile, faults):
         assert value(samples, "gpufleet_nvlink_links_down", 0) >= 1
 
 
-def test_the_collector_runs_without_ansible(both_backends, tmp_path):
+# The collector's Hostname settings (tasks/configure.yml) and the label they give: none, the name the role wrote
+# (gpu_monitoring_hostname, or the inventory name on a container node), the machine's host name at collection time.
+COLLECTOR_HOSTNAMES = [({"hostname_label": False, "hostname": "ignored"}, None),
+                       ({"hostname_label": True, "hostname": "gpufleet-demo-hgx"}, "gpufleet-demo-hgx"),
+                       ({"hostname_label": True, "hostname": ""}, socket.gethostname())]
+
+
+@pytest.mark.parametrize("hostname_settings, label", COLLECTOR_HOSTNAMES, ids=["no-label", "given", "own"])
+def test_the_collector_runs_without_ansible(both_backends, tmp_path, hostname_settings, label):
     """The role's collector, laid out as the role installs it, run by a Python without Ansible: gathers with the
-    collection's code, judges with the health gates (ansible.errors stood in for) and writes the file."""
+    collection's code, judges with the health gates (ansible.errors stood in for) and writes the file, every
+    sample's Hostname label the one the settings say."""
     both_backends("pcie-4gpu", {"gpus": {"2": {"temperature_c": 88}}})
     lib = tmp_path / "lib"
     node = lib / "ansible_collections" / "gpufleet" / "node"
@@ -251,8 +280,8 @@ def test_the_collector_runs_without_ansible(both_backends, tmp_path):
     textfile = tmp_path / "textfile" / "gpufleet-gpu.prom"
     textfile.parent.mkdir()
     settings = tmp_path / "gpu-metrics.json"
-    settings.write_text(json.dumps({"backend": "nvidia_smi", "timeout_s": 10, "textfile": str(textfile),
-                                    "hostname_label": False, "persistence_expected": True, "health_thresholds": {}}))
+    settings.write_text(json.dumps(dict({"backend": "nvidia_smi", "timeout_s": 10, "textfile": str(textfile),
+                                         "persistence_expected": True, "health_thresholds": {}}, **hostname_settings)))
     bindir = tmp_path / "bin"
     bindir.mkdir()
     shutil.copy(tmp_path / "nvidia-smi", bindir / "nvidia-smi")
@@ -264,6 +293,8 @@ def test_the_collector_runs_without_ansible(both_backends, tmp_path):
     assert done.returncode == 0, done.stderr
     samples = parse(textfile.read_text())
     assert value(samples, "DCGM_FI_DEV_GPU_TEMP", 2) == 88
-    assert samples[("gpufleet_gpu_facts_ok", (("state", "ok"), ("source", "nvidia_smi")))] == 1
-    assert ("gpufleet_node_healthy", ()) in samples
+    hostname = (("Hostname", label),) if label else ()
+    assert samples[("gpufleet_gpu_facts_ok", (("state", "ok"), ("source", "nvidia_smi")) + hostname)] == 1
+    assert ("gpufleet_node_healthy", hostname) in samples
+    assert all(dict(labels).get("Hostname") == label for _name, labels in samples)
     assert sorted(path.name for path in textfile.parent.iterdir()) == ["gpufleet-gpu.prom"]
