@@ -5,7 +5,7 @@ import pytest
 
 
 def branch_of(host):
-    return {"gpufleet-focal": "535", "gpufleet-noble": "590"}[host.check_output("hostname")]
+    return {"gpufleet-focal": "535", "gpufleet-noble": "595"}[host.check_output("hostname")]
 
 
 @pytest.mark.parametrize("package", ["nvidia-headless-{b}-server", "nvidia-utils-{b}-server",
