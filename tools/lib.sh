@@ -130,8 +130,8 @@ serve_snapshot() {
   python3 -m http.server --bind 127.0.0.1 --directory "$GPUFLEET_SNAPSHOT_DIR" "$GPUFLEET_SNAPSHOT_PORT" \
     >"$CACHE/snapshot-server.log" 2>&1 &
   SNAPSHOT_SERVER_PID=$!
-  local tries
-  for tries in $(seq 50); do
+  local _try
+  for _try in $(seq 50); do
     snapshot_fingerprint_served >/dev/null && return
     sleep 0.1
   done

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Assembles the frozen snapshot of the real distribution packages (tools/snapshot.sh).
 
     assemble.py OUT WORK...

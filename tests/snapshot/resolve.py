@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Downloads the real packages of one distribution release for the snapshot (tools/snapshot.sh).
 
 Runs inside a node container of that release (gpufleet-node:<os>), whose apt sources are the live archive as an
@@ -41,7 +40,8 @@ MAX_ROUNDS = 20
 
 def run(argv, check=True):
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive", LC_ALL="C")
-    result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, env=env)
+    result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, env=env,
+                            check=False)
     if check and result.returncode != 0:
         sys.exit("%s failed (%d):\n%s" % (" ".join(argv), result.returncode, result.stdout))
     return result
@@ -115,14 +115,14 @@ def candidate(package):
 
 
 def download(group, packages, out, index, fallbacks):
-    for _ in range(MAX_ROUNDS):
+    for _round in range(MAX_ROUNDS):
         result = run(["apt-get", "install", "--download-only", "-y", "--no-install-recommends", "-o", "Acquire::Retries=3",
                       "-o", "Dir::Cache::archives=%s" % os.path.join(out, "debs")] + packages, check=False)
         if result.returncode == 0:
             return
         failures = FAILED_FETCH.findall(result.stdout)
         unmet = [(name, candidate(name)) for name in UNMET.findall(result.stdout)] if fallbacks else []
-        if not failures and unmet and all(version for _, version in unmet):
+        if not failures and unmet and all(version for _name, version in unmet):
             # A package whose candidate needs an upload pinned away above (fabric manager 580.196.07 needs
             # nvidia-kernel-common-580-server-580.196.07) cannot be installed either: take its newest version
             # that can be, in the next round.

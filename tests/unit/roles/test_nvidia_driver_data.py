@@ -92,13 +92,14 @@ def test_every_offered_branch_but_the_chosen_one_is_forbidden():
 
 
 def test_ubuntu_2404_has_no_branch_535():
-    """NVIDIA's support matrix: branch 535 is not supported on Ubuntu 24.04; 550, 570 and 580 are."""
+    """NVIDIA's support matrix: branch 535 is not supported on Ubuntu 24.04; 550 to 595 are."""
     noble = facts_for("Ubuntu", "24.04")
     for source in ("ppa", "cuda_repo"):
         branches = driver(noble, "__nvidia_driver_sources[%r].branches" % source)
-        assert branches == ["550", "570", "580"], source
-    # Canonical's archive (noble-updates restricted) has no 550-server; its 535-server is transitional.
-    assert driver(noble, "__nvidia_driver_sources['distro'].branches") == ["570", "580"]
+        assert branches == ["550", "570", "580", "590", "595"], source
+    # Canonical's archive (noble-updates and noble-security restricted, read 2026-12-05) has no 550-server; its
+    # 535-server is transitional, and so is its 590-server (to 595), which the role refuses from the package itself.
+    assert driver(noble, "__nvidia_driver_sources['distro'].branches") == ["570", "580", "590", "595"]
     assert "535" in driver(UBUNTU_22, "__nvidia_driver_sources['distro'].branches")
 
 

@@ -32,7 +32,8 @@ assemble = load("assemble")
 APT_OUTPUT = """Reading package lists...
 Err:1 http://mirror.example/ubuntu jammy-updates/restricted amd64 nvidia-utils-580-server amd64 580.196.07-0ubuntu0.22.04.1
   404  Not Found [IP: 192.0.2.1 80]
-E: Failed to fetch http://mirror.example/ubuntu/pool/restricted/n/nvidia-graphics-drivers-580-server/nvidia-utils-580-server_580.196.07-0ubuntu0.22.04.1_amd64.deb  404  Not Found [IP: 192.0.2.1 80]
+E: Failed to fetch http://mirror.example/ubuntu/pool/restricted/n/nvidia-graphics-drivers-580-server/\
+nvidia-utils-580-server_580.196.07-0ubuntu0.22.04.1_amd64.deb  404  Not Found [IP: 192.0.2.1 80]
 E: Failed to fetch http://mirror.example/ubuntu/pool/main/p/pciutils/pciutils_1%3a3.7.0-6_amd64.deb  Hash Sum mismatch
 E: Unable to fetch some archives, maybe run apt-get update or try with --fix-missing?
 """
@@ -47,7 +48,7 @@ E: Unable to correct problems, you have held broken packages.
 
 def test_failed_fetches_name_the_file_and_the_reason():
     failures = resolve.FAILED_FETCH.findall(APT_OUTPUT)
-    assert [(name, reason.split()[0]) for _, name, reason in failures] == [
+    assert [(name, reason.split()[0]) for _url, name, reason in failures] == [
         ("nvidia-utils-580-server_580.196.07-0ubuntu0.22.04.1_amd64.deb", "404"),
         ("pciutils_1%3a3.7.0-6_amd64.deb", "Hash")]
     assert resolve.deb_identity(failures[0][1]) == ("nvidia-utils-580-server", "580.196.07-0ubuntu0.22.04.1")
