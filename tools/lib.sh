@@ -27,8 +27,8 @@ export PATH="$VENV/bin:$PATH"
 # The stand-in apt mirror (tools/mirror.sh), bound into the Molecule nodes.
 export GPUFLEET_MIRROR_DIR="$CACHE/mirror"
 export GPUFLEET_WHEELHOUSE="$CACHE/wheelhouse"
-# The frozen snapshot of the real distribution packages (tools/snapshot.sh), bound into the nodes and served on
-# 127.0.0.1 (tests/snapshot/serve.yml).
+# The frozen snapshot of the real distribution packages (tools/snapshot.sh), served on
+# 127.0.0.1 by serve_snapshot below.
 export GPUFLEET_SNAPSHOT_DIR="$CACHE/snapshot"
 # The fake libnvidia-ml.so.1 of the emulated GPUs (tools/fake-nvml.sh), copied onto test nodes by tests/emulator/install.yml.
 export GPUFLEET_FAKE_NVML="$CACHE/fake-nvml/libnvidia-ml.so.1"

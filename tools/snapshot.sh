@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # Freezes the real distribution packages the tests install into a local signed snapshot: tools/snapshot.sh
-# [OS...] (OS as in tools/node-image.sh; no argument: every release of tests/snapshot/packages.json).
+# [--update-lock] [OS...] (OS as in tools/node-image.sh; no argument: every release of tests/snapshot/packages.json).
+#
+# The files are those of the lock, tests/snapshot/lock.json (tests/snapshot/lock.py): each by its pool path and
+# checked against its SHA256, so the snapshot is the same whatever the archive's index lists today. Only where the
+# lock is stale (packages.json changed, or the pool no longer serves a locked file) is a release resolved from
+# the live index as below, and that is said; --update-lock resolves every release named from the live index and
+# writes the lock anew (commit it).
 #
 # Per release, in a container of its node image (whose sources are the archive as an installed server has them:
 # tools/node-image.sh reads the mirror from this machine's or debootstrap's configuration), tests/snapshot/resolve.py
@@ -11,11 +17,14 @@
 # archive does (dists/<suite>/<component>, pool/), with the archive's own index entries, signed with a throwaway
 # key, in $GPUFLEET_SNAPSHOT_DIR (debian/ and ubuntu/); manifest.tsv says which version came from which pocket.
 # Tests point the roles at it with their mirror variables (gpufleet_os_mirror_url and its key), as an
-# air-gapped site points them at its own mirror; tests/snapshot/serve.yml serves it on 127.0.0.1.
+# air-gapped site points them at its own mirror; serve_snapshot (tools/lib.sh) serves it on 127.0.0.1.
 source "$(dirname "$0")/lib.sh"
 
 SPEC="$ROOT/tests/snapshot/packages.json"
+LOCK="$ROOT/tests/snapshot/lock.json"
 WORK_ROOT="$CACHE/snapshot-work"
+update_lock=false
+if [[ ${1:-} == --update-lock ]]; then update_lock=true; shift; fi
 mapfile -t releases < <(python3 -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1]))["releases"]))' "$SPEC")
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=("${releases[@]}")
@@ -25,22 +34,32 @@ done
 
 # Downloads one release's packages unless its cached download is current.
 resolve() {
-  local os=$1 work="$WORK_ROOT/$1" key start
-  key=$( (cat "$ROOT/tests/snapshot/resolve.py"
-          python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))["releases"][sys.argv[2]], sort_keys=True))' "$SPEC" "$os") \
+  local os=$1 work="$WORK_ROOT/$1" key start locked="" how="live"
+  $update_lock || [[ ! -f $LOCK ]] || locked=$(python3 -c 'import json, sys
+entry = json.load(open(sys.argv[1]))["releases"].get(sys.argv[2])
+print(json.dumps(entry, sort_keys=True) if entry else "")' "$LOCK" "$os")
+  [[ -z $locked ]] || how="locked"
+  key=$( (cat "$ROOT/tests/snapshot/resolve.py" "$ROOT/tests/snapshot/lock.py"
+          python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))["releases"][sys.argv[2]], sort_keys=True))' "$SPEC" "$os"
+          echo "$how $locked") \
         | sha256sum | cut -c1-12)
   if [[ -f "$work/.key" && "$(cat "$work/.key")" == "$key" ]]; then
     info "$os: the downloaded packages are current ($(find "$work/debs" -name '*.deb' | wc -l) files)"
     return
   fi
   "$ROOT/tools/node-image.sh" "$os" >/dev/null
-  stage "Downloading $os's real packages from its archive, once (tests/snapshot/packages.json)"
+  if [[ -n $locked ]]; then
+    stage "Downloading $os's real packages from its archive, once: the files of tests/snapshot/lock.json"
+  else
+    stage "Downloading $os's real packages from its archive, once: resolved from its live index (tests/snapshot/packages.json)"
+  fi
   start=$(date +%s)
   rm -rf "$work" && mkdir -p "$work"
   python3 -c 'import json, sys; json.dump(json.load(open(sys.argv[1]))["releases"][sys.argv[2]], open(sys.argv[3], "w"))' \
     "$SPEC" "$os" "$work/release.json"
+  [[ -z $locked ]] || echo "$locked" >"$work/lock.json"
   docker run --rm --network host --entrypoint python3 -v "$ROOT/tests/snapshot:/snapshot:ro" -v "$work:/work" \
-    "$IMAGE_REPO:$os" /snapshot/resolve.py /work/release.json /work \
+    "$IMAGE_REPO:$os" /snapshot/resolve.py /work/release.json /work ${locked:+/work/lock.json} \
     || die "downloading $os's packages failed (output above)"
   echo "$key" >"$work/.key"
   info "$os: $(find "$work/debs" -name '*.deb' | wc -l) files, $(du -sm "$work/debs" | cut -f1) MB in $(since "$start") s"
@@ -59,9 +78,13 @@ else
   python3 "$ROOT/tests/snapshot/assemble.py" "$GPUFLEET_SNAPSHOT_DIR" "${works[@]}" | sed 's/^/    /'
   echo "$key" >"$GPUFLEET_SNAPSHOT_DIR/.key"
 fi
+if $update_lock; then
+  stage "Writing the lock of ${targets[*]} ($LOCK): commit it"
+  python3 "$ROOT/tests/snapshot/assemble.py" --write-lock "$LOCK" "${targets[@]/#/$WORK_ROOT/}" | sed 's/^/    /'
+fi
 stage "Snapshot manifest ($GPUFLEET_SNAPSHOT_DIR/manifest.tsv: package, version, pocket, sha256)"
 column -t -s $'\t' "$GPUFLEET_SNAPSHOT_DIR/manifest.tsv" | sed 's/^/    /'
 if [[ -s "$GPUFLEET_SNAPSHOT_DIR/fallbacks.txt" ]]; then
-  stage "Listed but not served when the snapshot was taken (the newest served version was taken instead)"
+  stage "Listed but not served when the snapshot's files were chosen (the newest served version was taken instead)"
   sed 's/^/    /' "$GPUFLEET_SNAPSHOT_DIR/fallbacks.txt"
 fi

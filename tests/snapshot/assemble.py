@@ -1,6 +1,7 @@
 """Assembles the frozen snapshot of the real distribution packages (tools/snapshot.sh).
 
     assemble.py OUT WORK...
+    assemble.py --write-lock LOCK WORK...    (tools/snapshot.sh --update-lock: the lock of these downloads)
 
 Each WORK directory is what tests/snapshot/resolve.py left for one release: ``debs/`` (the real files apt
 downloaded), ``lists/`` (apt's lists they were resolved against: the archive's own index) and
@@ -31,13 +32,15 @@ import sys
 import tempfile
 import time
 
+import lock  # beside this script
+
 # apt names a list after its URL: <host>_<path>_dists_<suite>_<component>_binary-<arch>_Packages
 LIST_NAME = re.compile(r"_dists_(?P<suite>[^_]+)_(?P<component>[^_]+)_binary-(?P<arch>[^_]+)_Packages$")
 RELEASE_NAME = re.compile(r"_dists_(?P<suite>[^_]+)_(?:In)?Release$")
 # The mid-sync state a scenario plants (planted_midsync): served at OUT/midsync/<distribution>.
 MIDSYNC = {"distribution": "ubuntu", "codename": "jammy", "suite": "jammy-updates", "component": "restricted",
            "source": "nvidia-graphics-drivers-580-server"}
-KEPT_RELEASE_FIELDS = ("Origin", "Label", "Suite", "Version", "Codename", "Description")
+KEPT_RELEASE_FIELDS = lock.KEPT_RELEASE_FIELDS
 
 
 def sha256(path):
@@ -198,6 +201,39 @@ def write_repos(out, repos, gpg):
             sign(suite_dir, gpg)
 
 
+def lock_entry(work):
+    """The lock of one WORK directory's downloads (lock.py): each file with the indexes that list it."""
+    repos = {}
+    collect(work, repos, [])
+    suites, indexes, files = {}, [], []
+    for repo in repos.values():
+        for suite, suite_entry in repo["suites"].items():
+            suites[suite] = {name: suite_entry["release"][name] for name in KEPT_RELEASE_FIELDS
+                             if suite_entry["release"].get(name)}
+            indexes += ["%s/%s/%s" % (suite, component, arch) for component, arch in suite_entry["indexes"]]
+        for filename, deb in repo["files"].items():
+            digest = sha256(deb)
+            files.append({"filename": filename, "size": deb.stat().st_size, "sha256": digest, "indexes": sorted(
+                "%s/%s/%s" % (suite, component, arch) for suite, suite_entry in repo["suites"].items()
+                for (component, arch), stanzas in suite_entry["indexes"].items() if digest in stanzas)})
+    release = json.loads((work / "release.json").read_text())
+    return lock.entry(release, (work / "taken").read_text().strip(), suites, indexes, files,
+                      json.loads((work / "fallbacks.json").read_text()))
+
+
+def write_lock(path, works):
+    path = pathlib.Path(path)
+    document = json.loads(path.read_text()) if path.exists() else {}
+    document["format"] = lock.FORMAT
+    document.setdefault("comment", ["Written by tools/snapshot.sh --update-lock; read by tests/snapshot/lock.py."])
+    releases = document.setdefault("releases", {})
+    for work in map(pathlib.Path, works):
+        releases[work.name] = lock_entry(work)
+        print("lock of %s: %d files, taken %s" % (work.name, len(releases[work.name]["files"]),
+                                                 releases[work.name]["taken"]))
+    path.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+
+
 def main(out, works):
     out = pathlib.Path(out)
     if out.exists():
@@ -206,7 +242,9 @@ def main(out, works):
     repos, manifest, fallbacks = {}, [], []
     for work in map(pathlib.Path, works):
         collect(work, repos, manifest)
-        fallbacks += [dict(entry, release=work.name) for entry in json.loads((work / "fallbacks.json").read_text())]
+        taken = (work / "taken").read_text().strip()
+        fallbacks += [dict(entry, release="%s (%s)" % (work.name, taken))
+                      for entry in json.loads((work / "fallbacks.json").read_text())]
     home = pathlib.Path(tempfile.mkdtemp(prefix="gpufleet-snapshot-gpg-"))
     try:
         subprocess.run(["gpg", "--homedir", str(home), "--batch", "--passphrase", "", "--quick-gen-key",
@@ -240,4 +278,7 @@ def main(out, works):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    if sys.argv[1] == "--write-lock":
+        write_lock(sys.argv[2], sys.argv[3:])
+    else:
+        main(sys.argv[1], sys.argv[2:])

@@ -3,7 +3,7 @@
 Runs inside a node container of that release (gpufleet-node:<os>), whose apt sources are the live archive as an
 installed server has them, with the Python 3 of the release (3.8 on Ubuntu 20.04: no newer syntax here).
 
-    resolve.py RELEASE_JSON OUT
+    resolve.py RELEASE_JSON OUT [LOCK_JSON]
 
 RELEASE_JSON is one release's entry of tests/snapshot/packages.json: ``components``, the archive components to
 enable besides the image's own, and ``groups``, each the packages one apt call installs (what one role or prepare
@@ -16,6 +16,10 @@ same source at that version) is pinned away and the group resolved again, so apt
 can be fetched, from whichever pocket lists it. ``OUT/fallbacks.json`` records each such case; ``OUT/lists``
 receives apt's lists (the index the downloads were resolved against) for tools/snapshot.sh to assemble the
 repository from.
+
+With LOCK_JSON (this release's entry of tests/snapshot/lock.json, see lock.py), the locked files are taken by path
+instead and the live index is not read; only where the lock is stale (another package list, or a file the pool no
+longer serves as locked) is the release resolved from the live index, and that is said.
 """
 
 from __future__ import print_function
@@ -27,6 +31,8 @@ import shutil
 import subprocess
 import sys
 import time
+
+import lock  # beside this script
 
 LISTS = "/var/lib/apt/lists"
 PINS = "/etc/apt/preferences.d/gpufleet-snapshot-unserved"
@@ -153,11 +159,49 @@ def download(group, packages, out, index, fallbacks):
     sys.exit("group %s: still failing after %d rounds" % (group, MAX_ROUNDS))
 
 
-def main(release_file, out):
+def sites():
+    """suite -> the archive URL the node's sources name for it (one-line and deb822 alike)."""
+    listing = run(["apt-get", "indextargets", "--no-release-info", "--format", "$(IDENTIFIER) $(RELEASE) $(SITE)"]).stdout
+    return {fields[1]: fields[2] for fields in (line.split() for line in listing.splitlines())
+            if len(fields) == 3 and fields[0] == "Packages"}
+
+
+def from_lock(release, locked, out):
+    """Takes the locked files (lock.fetch); False, with the reason printed, where the lock is stale."""
+    if locked.get("spec") != lock.spec_digest(release):
+        print("    the lock was taken for another package list (tests/snapshot/packages.json changed since): "
+              "resolving from the live index", flush=True)
+        return False
+    print("    taking the %d files of the lock of %s by path, each checked against it"
+          % (len(locked["files"]), locked["taken"]), flush=True)
+    problems = lock.fetch(locked, sites(), out)
+    if not problems:
+        write_result(out, locked["taken"], locked["fallbacks"])
+        return True
+    print("    %d file(s) of the lock are not served as locked (%s%s): resolving from the live index instead; "
+          "tools/snapshot.sh --update-lock takes a new lock" % (len(problems), "; ".join(problems[:3]),
+                                                              "; ..." if len(problems) > 3 else ""), flush=True)
+    for name in ("debs", "lists"):
+        shutil.rmtree(os.path.join(out, name), ignore_errors=True)
+    return False
+
+
+def write_result(out, taken, fallbacks):
+    with open(os.path.join(out, "fallbacks.json"), "w") as handle:
+        json.dump(fallbacks, handle, indent=1, sort_keys=True)
+    with open(os.path.join(out, "taken"), "w") as handle:
+        handle.write(taken + "\n")
+
+
+def main(release_file, out, lock_file=None):
     with open(release_file) as handle:
         release = json.load(handle)
     groups = release["groups"]
     enable_components(release.get("components", []))
+    if lock_file:
+        with open(lock_file) as handle:
+            if from_lock(release, json.load(handle), out):
+                return
     os.makedirs(os.path.join(out, "debs", "partial"), exist_ok=True)
     if os.path.exists(PINS):
         os.remove(PINS)
@@ -178,10 +222,9 @@ def main(release_file, out):
     for name in os.listdir(LISTS):
         if name.endswith(("_Packages", "Release")):
             shutil.copy(os.path.join(LISTS, name), lists)
-    with open(os.path.join(out, "fallbacks.json"), "w") as handle:
-        json.dump(fallbacks, handle, indent=1, sort_keys=True)
+    write_result(out, time.strftime("%Y-%m-%d", time.gmtime()), fallbacks)
     shutil.rmtree(os.path.join(out, "debs", "partial"), ignore_errors=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:4])

@@ -13,10 +13,14 @@ import json
 import pathlib
 import shutil
 import subprocess
+import sys
+import urllib.error
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
+# resolve.py and assemble.py import lock.py from beside them, as they do when run.
+sys.path.insert(0, str(ROOT / "tests" / "snapshot"))
 
 
 def load(name):
@@ -28,6 +32,7 @@ def load(name):
 
 resolve = load("resolve")
 assemble = load("assemble")
+lock = load("lock")
 
 APT_OUTPUT = """Reading package lists...
 Err:1 http://mirror.example/ubuntu jammy-updates/restricted amd64 nvidia-utils-580-server amd64 580.196.07-0ubuntu0.22.04.1
@@ -99,7 +104,12 @@ def work(tmp_path):
     (work / "fallbacks.json").write_text(json.dumps([{"group": "driver", "package": "nvidia-utils-580-server",
                                                       "version": "580.196.07-0ubuntu0.22.04.1", "url": "http://x",
                                                       "reason": "not served (404)", "pinned_away": []}]))
+    (work / "taken").write_text("2026-12-05\n")
+    (work / "release.json").write_text(json.dumps(RELEASE))
     return work
+
+
+RELEASE = {"components": [], "groups": {"driver": ["nvidia-utils-580-server"]}}
 
 
 @pytest.mark.skipif(shutil.which("gpg") is None, reason="the assembler signs with gpg")
@@ -148,3 +158,105 @@ def test_midsync_copy_lists_a_newer_upload_whose_files_are_missing(tmp_path, wor
     assert not any((midsync / name).exists() for name in filenames)
     # Everything else is served: the pool is the snapshot's own.
     assert (midsync / "pool").resolve() == (out / "ubuntu" / "pool").resolve()
+
+
+def test_lock_of_a_resolution_names_each_file_its_indexes_and_no_host(work):
+    entry = assemble.lock_entry(work)
+    assert entry["spec"] == lock.spec_digest(RELEASE) and entry["taken"] == "2026-12-05"
+    assert entry["indexes"] == ["jammy-security/restricted/amd64", "jammy-updates/main/amd64",
+                                "jammy-updates/restricted/amd64"]
+    assert [(item["filename"].rsplit("/", 1)[1], item["size"], item["indexes"]) for item in entry["files"]] == [
+        ("libnvidia-compute-580-server_580.178.04-0ubuntu0.22.04.1_amd64.deb", 4, ["jammy-security/restricted/amd64"]),
+        ("nvidia-utils-580-server_580.178.04-0ubuntu0.22.04.1_amd64.deb", 4, ["jammy-security/restricted/amd64"])]
+    assert entry["suites"]["jammy-updates"] == {"Origin": "Ubuntu", "Label": "Ubuntu", "Suite": "jammy-updates",
+                                                "Version": "22.04", "Codename": "jammy"}
+    assert lock.pool_path("http://mirror.example/ubuntu/pool/r/x/a_1_amd64.deb") == "pool/r/x/a_1_amd64.deb"
+
+
+class Pool:
+    """The archive's pool as urlopen sees it: path -> bytes, or an HTTP status, or a connection error."""
+
+    def __init__(self, files):
+        self.files, self.asked = files, []
+
+    def __call__(self, url, timeout):
+        self.asked.append(url)
+        answer = self.files.get(url)
+        if isinstance(answer, bytes):
+            return _Answer(answer)
+        if isinstance(answer, int):
+            raise urllib.error.HTTPError(url, answer, "status", {}, None)
+        raise OSError("Connection refused")
+
+
+class _Answer:
+    def __init__(self, data):
+        self.data = data
+
+    def read(self):
+        return self.data
+
+
+def build_deb(tmp_path, package, version):
+    """A real .deb (dpkg-deb --build) of one control file: what lock.fetch reads the control data of."""
+    root = tmp_path / ("build-" + package)
+    (root / "DEBIAN").mkdir(parents=True)
+    (root / "DEBIAN" / "control").write_text(
+        "Package: %s\nVersion: %s\nArchitecture: amd64\nMaintainer: Nobody <nobody@example.org>\n"
+        "Source: nvidia-graphics-drivers-580-server\nDescription: %s made here\n long text, kept\n" % (package, version, package))
+    subprocess.run(["dpkg-deb", "--build", "--root-owner-group", str(root), str(tmp_path / (package + ".deb"))],
+                   check=True, stdout=subprocess.DEVNULL)
+    return (tmp_path / (package + ".deb")).read_bytes()
+
+
+@pytest.mark.skipif(shutil.which("dpkg-deb") is None or shutil.which("gpg") is None, reason="needs dpkg-deb and gpg")
+def test_locked_files_are_taken_by_path_and_assemble_as_the_archive(tmp_path, monkeypatch):
+    monkeypatch.setattr(lock.time, "sleep", lambda seconds: None)
+    data = build_deb(tmp_path, "nvidia-utils-580-server", "580.178.04-0ubuntu0.22.04.1")
+    filename = "pool/restricted/n/nvidia-graphics-drivers-580-server/nvidia-utils-580-server_580.178.04-0ubuntu0.22.04.1_amd64.deb"
+    locked = lock.entry(RELEASE, "2026-12-05", {"jammy-security": {"Origin": "Ubuntu", "Suite": "jammy-security",
+                                                                   "Codename": "jammy"}},
+                        ["jammy-security/restricted/amd64", "jammy-security/main/amd64"],
+                        [{"filename": filename, "size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+                          "indexes": ["jammy-security/restricted/amd64"]}], [])
+    sites = {"jammy-security": "http://mirror.example/ubuntu/"}
+    # The first answer is a refused connection: retried. The index is never asked for.
+    pool = Pool({})
+    work = tmp_path / "ubuntu2204"
+    assert lock.fetch(locked, sites, str(work), opener=pool) == [
+        filename + ": Connection refused"]
+    assert len(pool.asked) == 3
+    pool = Pool({"http://mirror.example/ubuntu/" + filename: data})
+    assert lock.fetch(locked, sites, str(work), opener=pool) == []
+    assert pool.asked == ["http://mirror.example/ubuntu/" + filename]
+    (work / "fallbacks.json").write_text("[]")
+    (work / "taken").write_text("2026-12-05\n")
+    (work / "release.json").write_text(json.dumps(RELEASE))
+    out = tmp_path / "snapshot"
+    assemble.main(str(out), [str(work)])
+    index = (out / "ubuntu/dists/jammy-security/restricted/binary-amd64/Packages").read_text()
+    assert "Package: nvidia-utils-580-server\n" in index and " long text, kept\n" in index
+    assert "Filename: %s\nSize: %d\n" % (filename, len(data)) in index
+    assert "SHA256: %s\n" % hashlib.sha256(data).hexdigest() in index
+    assert (out / "ubuntu/dists/jammy-security/main/binary-amd64/Packages").read_text() == ""
+    assert (out / "ubuntu" / filename).read_bytes() == data
+    # The lock written back from this download is the lock it came from.
+    assert assemble.lock_entry(work) == locked
+
+
+def test_a_locked_file_that_is_gone_or_changed_makes_the_lock_stale(tmp_path):
+    locked = {"indexes": ["noble/main/amd64"], "suites": {}, "files": [
+        {"filename": "pool/main/a/a_1_amd64.deb", "size": 3, "sha256": hashlib.sha256(b"abc").hexdigest(),
+         "indexes": ["noble/main/amd64"]},
+        {"filename": "pool/main/b/b_1_amd64.deb", "size": 3, "sha256": hashlib.sha256(b"abc").hexdigest(),
+         "indexes": ["noble/main/amd64"]},
+        {"filename": "pool/main/c/c_1_amd64.deb", "size": 3, "sha256": "0" * 64, "indexes": ["noble-proposed/main/amd64"]}]}
+    pool = Pool({"http://m/pool/main/a/a_1_amd64.deb": 404, "http://m/pool/main/b/b_1_amd64.deb": b"abd"})
+    problems = lock.fetch(locked, {"noble": "http://m"}, str(tmp_path), opener=pool)
+    assert problems == ["pool/main/a/a_1_amd64.deb: HTTP 404",
+                        "pool/main/b/b_1_amd64.deb: SHA256 %s, the lock says %s" % (
+                            hashlib.sha256(b"abd").hexdigest(), hashlib.sha256(b"abc").hexdigest()),
+                        "pool/main/c/c_1_amd64.deb: the node's sources name no suite noble-proposed"]
+    # A 404 is a fact about the pool: asked once, not retried.
+    assert pool.asked.count("http://m/pool/main/a/a_1_amd64.deb") == 1
+    assert not (tmp_path / "lists").exists() or not list((tmp_path / "lists").iterdir())
