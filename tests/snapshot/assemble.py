@@ -228,9 +228,8 @@ def write_lock(path, works):
     document.setdefault("comment", ["Written by tools/snapshot.sh --update-lock; read by tests/snapshot/lock.py."])
     releases = document.setdefault("releases", {})
     for work in map(pathlib.Path, works):
-        releases[work.name] = lock_entry(work)
-        print("lock of %s: %d files, taken %s" % (work.name, len(releases[work.name]["files"]),
-                                                 releases[work.name]["taken"]))
+        entry = releases[work.name] = lock_entry(work)
+        print("lock of %s: %d files, taken %s" % (work.name, len(entry["files"]), entry["taken"]))
     path.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
 
 

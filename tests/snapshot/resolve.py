@@ -178,9 +178,9 @@ def from_lock(release, locked, out):
     if not problems:
         write_result(out, locked["taken"], locked["fallbacks"])
         return True
-    print("    %d file(s) of the lock are not served as locked (%s%s): resolving from the live index instead; "
-          "tools/snapshot.sh --update-lock takes a new lock" % (len(problems), "; ".join(problems[:3]),
-                                                              "; ..." if len(problems) > 3 else ""), flush=True)
+    shown = "; ".join(problems[:3]) + ("; ..." if len(problems) > 3 else "")
+    print("    %d file(s) of the lock are not served as locked (%s): resolving from the live index instead; "
+          "tools/snapshot.sh --update-lock takes a new lock" % (len(problems), shown), flush=True)
     for name in ("debs", "lists"):
         shutil.rmtree(os.path.join(out, name), ignore_errors=True)
     return False
