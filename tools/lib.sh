@@ -115,8 +115,10 @@ emulated_inventory() {
 # Serves the snapshot of the real distribution packages (tools/snapshot.sh) on 127.0.0.1:$GPUFLEET_SNAPSHOT_PORT
 # from this machine (the nodes share its network) while the calling script runs, and exports what the roles'
 # mirror variables need (extensions/molecule/config.yml, emulated_inventory): the port and the snapshot key's
-# fingerprint. A server already answering there is used as it is.
+# fingerprint. A server already answering there is used as it is. serve_snapshot --detached leaves the server
+# running after the script ends (tools/serve-snapshot.sh, for `molecule test` as typed) and says "started".
 export GPUFLEET_SNAPSHOT_PORT=${GPUFLEET_SNAPSHOT_PORT:-19535}
+SNAPSHOT_SERVER_PIDFILE="$CACHE/snapshot-server.pid"
 serve_snapshot() {
   [[ -s "$GPUFLEET_SNAPSHOT_DIR/fingerprint" ]] || die "no snapshot in $GPUFLEET_SNAPSHOT_DIR; build it with tools/snapshot.sh"
   GPUFLEET_SNAPSHOT_FINGERPRINT=$(cat "$GPUFLEET_SNAPSHOT_DIR/fingerprint")
@@ -127,12 +129,21 @@ serve_snapshot() {
       || die "127.0.0.1:$GPUFLEET_SNAPSHOT_PORT serves another snapshot; stop that server or set GPUFLEET_SNAPSHOT_PORT"
     return
   fi
-  python3 -m http.server --bind 127.0.0.1 --directory "$GPUFLEET_SNAPSHOT_DIR" "$GPUFLEET_SNAPSHOT_PORT" \
-    >"$CACHE/snapshot-server.log" 2>&1 &
-  SNAPSHOT_SERVER_PID=$!
+  if [[ ${1:-} == --detached ]]; then
+    setsid python3 -m http.server --bind 127.0.0.1 --directory "$GPUFLEET_SNAPSHOT_DIR" "$GPUFLEET_SNAPSHOT_PORT" \
+      </dev/null >"$CACHE/snapshot-server.log" 2>&1 &
+    echo $! >"$SNAPSHOT_SERVER_PIDFILE"
+  else
+    python3 -m http.server --bind 127.0.0.1 --directory "$GPUFLEET_SNAPSHOT_DIR" "$GPUFLEET_SNAPSHOT_PORT" \
+      >"$CACHE/snapshot-server.log" 2>&1 &
+    SNAPSHOT_SERVER_PID=$!
+  fi
   local _try
   for _try in $(seq 50); do
-    snapshot_fingerprint_served >/dev/null && return
+    if snapshot_fingerprint_served >/dev/null; then
+      [[ ${1:-} != --detached ]] || echo "started: the snapshot on 127.0.0.1:$GPUFLEET_SNAPSHOT_PORT (pid $(cat "$SNAPSHOT_SERVER_PIDFILE"))"
+      return
+    fi
     sleep 0.1
   done
   die "the snapshot server did not answer on 127.0.0.1:$GPUFLEET_SNAPSHOT_PORT (log: $CACHE/snapshot-server.log)"
@@ -142,8 +153,15 @@ snapshot_fingerprint_served() {
   python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=2).read().decode().strip())' \
     "http://127.0.0.1:$GPUFLEET_SNAPSHOT_PORT/fingerprint" 2>/dev/null
 }
-# Stops the server serve_snapshot started (none if it found one running).
-stop_snapshot() { [[ -z "${SNAPSHOT_SERVER_PID:-}" ]] || kill "$SNAPSHOT_SERVER_PID" 2>/dev/null || true; }
+# Stops the server serve_snapshot started (none if it found one running); --detached: the one left running.
+stop_snapshot() {
+  if [[ ${1:-} == --detached ]]; then
+    [[ ! -f $SNAPSHOT_SERVER_PIDFILE ]] || kill "$(cat "$SNAPSHOT_SERVER_PIDFILE")" 2>/dev/null || true
+    rm -f "$SNAPSHOT_SERVER_PIDFILE"
+  else
+    [[ -z "${SNAPSHOT_SERVER_PID:-}" ]] || kill "$SNAPSHOT_SERVER_PID" 2>/dev/null || true
+  fi
+}
 
 stage() { printf '\n==> %s\n' "$*"; }
 info() { printf '    %s\n' "$*"; }
