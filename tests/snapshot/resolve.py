@@ -159,6 +159,14 @@ def download(group, packages, out, index, fallbacks):
     sys.exit("group %s: still failing after %d rounds" % (group, MAX_ROUNDS))
 
 
+def drop_pinned_away(debs, fallbacks):
+    """Removes the files of uploads pinned away that an earlier round downloaded: the snapshot holds what resolved."""
+    away = {(name, entry["version"]) for entry in fallbacks for name in entry["pinned_away"]}
+    for name in os.listdir(debs):
+        if name.endswith(".deb") and deb_identity(name) in away:
+            os.remove(os.path.join(debs, name))
+
+
 def sites():
     """suite -> the archive URL the node's sources name for it (one-line and deb822 alike)."""
     listing = run(["apt-get", "indextargets", "--no-release-info", "--format", "$(IDENTIFIER) $(RELEASE) $(SITE)"]).stdout
@@ -222,6 +230,7 @@ def main(release_file, out, lock_file=None):
     for name in os.listdir(LISTS):
         if name.endswith(("_Packages", "Release")):
             shutil.copy(os.path.join(LISTS, name), lists)
+    drop_pinned_away(os.path.join(out, "debs"), fallbacks)
     write_result(out, time.strftime("%Y-%m-%d", time.gmtime()), fallbacks)
     shutil.rmtree(os.path.join(out, "debs", "partial"), ignore_errors=True)
 
