@@ -59,4 +59,5 @@ bench: bench-env dockerd
 
 clean:
 	@-$(TOOLS)/demo.sh down 2>/dev/null
+	@-$(TOOLS)/serve-snapshot.sh stop 2>/dev/null
 	rm -rf .cache tests/output
