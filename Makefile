@@ -4,7 +4,7 @@ SHELL := /bin/bash
 TOOLS := tools
 SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard extensions/molecule/*/molecule.yml))))
 
-.PHONY: help test demo bench bench-env lint yamllint ansible-lint sanity unit molecule build-check clean \
+.PHONY: help test demo bench bench-env lint yamllint ansible-lint actionlint sanity unit molecule build-check clean \
         host-deps venv collections dockerd image mirror snapshot wheelhouse fake-nvml
 
 help:
@@ -37,11 +37,13 @@ bench-env: venv collections image mirror snapshot wheelhouse fake-nvml
 test:
 	@$(TOOLS)/test.sh
 
-lint: yamllint ansible-lint
+lint: yamllint ansible-lint actionlint
 yamllint: venv
 	@$(TOOLS)/run.sh yamllint
 ansible-lint: collections
 	@$(TOOLS)/run.sh ansible-lint
+actionlint: host-deps
+	@$(TOOLS)/actionlint.sh
 sanity: host-deps collections
 	@$(TOOLS)/run.sh sanity
 unit: venv

