@@ -2,13 +2,14 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 TOOLS := tools
-SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard extensions/molecule/*/molecule.yml))))
+# Every Molecule scenario, and infra-repo: docs/infra-repo.md's repository with its own scenario (tools/infra-repo.sh).
+SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard extensions/molecule/*/molecule.yml)))) infra-repo
 
-.PHONY: help test demo bench bench-env lint yamllint ansible-lint actionlint sanity unit molecule build-check clean \
+.PHONY: help test demo bench bench-env lint yamllint ansible-lint actionlint sanity unit molecule infra-repo build-check clean \
         host-deps venv collections dockerd image mirror snapshot wheelhouse fake-nvml
 
 help:
-	@echo "make test    every check: yamllint, ansible-lint, ansible-test sanity, unit tests, Molecule ($(SCENARIOS))"
+	@echo "make test    every check: yamllint, ansible-lint, actionlint, ansible-test sanity, unit tests, Molecule ($(SCENARIOS))"
 	@echo "make demo    bring up a local fleet of node containers, run playbooks/site.yml, print a summary"
 	@echo "make bench   benchmarks (not part of make test), written to docs/benchmarks.md"
 	@echo "make clean   remove demo containers and the project cache (the node image stays cached)"
@@ -52,6 +53,8 @@ build-check: collections
 	@$(TOOLS)/run.sh build-check
 molecule: bench-env
 	@$(TOOLS)/run.sh molecule $(SCENARIOS)
+infra-repo: bench-env
+	@$(TOOLS)/run.sh molecule infra-repo
 
 demo: venv collections dockerd mirror wheelhouse fake-nvml   # the node image and snapshot of its OS: tools/demo.sh
 	@$(TOOLS)/demo.sh

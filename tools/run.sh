@@ -97,7 +97,7 @@ YAML
 declare -A SCENARIO_SECONDS=(
   [fleet]=750 [stack_ubuntu]=320 [nvidia_driver_ubuntu]=300 [container_toolkit]=300 [gpu_monitoring]=280
   [cuda_nccl]=210 [nvidia_driver_cuda_repo]=230 [ubuntu_releases]=230 [nvidia_driver_debian]=210 [pytorch]=200
-  [gpu_power]=170 [baseline]=100 [gpu_facts]=85
+  [gpu_power]=170 [baseline]=100 [gpu_facts]=85 [infra-repo]=300
 )
 MIRROR_PORT_BASE=18535   # lane N serves the mirror on MIRROR_PORT_BASE + N - 1
 
@@ -111,6 +111,12 @@ typed_molecule() {
     MOLECULE_NO_LOG=false molecule "$@"
 }
 
+# lane_job NAME: a Molecule scenario of this collection, or infra-repo: the infra repository of docs/infra-repo.md
+# with its own Molecule scenario (tools/infra-repo.sh), which shares the lanes.
+lane_job() {
+  if [[ $1 == infra-repo ]]; then "$ROOT/tools/infra-repo.sh"; else typed_molecule test -s "$1"; fi
+}
+
 # run_lane LANE SCENARIO...: one after another, stopping at the first failure. With LOGDIR set, each scenario's
 # output goes to LOGDIR/<scenario>.log instead of stdout.
 run_lane() {
@@ -119,9 +125,9 @@ run_lane() {
     stage "molecule test -s $scenario ($lane)"
     start=$(date +%s)
     if [[ -n ${LOGDIR:-} ]]; then
-      typed_molecule test -s "$scenario" >"$LOGDIR/$scenario.log" 2>&1 || { info "scenario $scenario FAILED after $(since "$start") s ($lane)"; return 1; }
+      lane_job "$scenario" >"$LOGDIR/$scenario.log" 2>&1 || { info "scenario $scenario FAILED after $(since "$start") s ($lane)"; return 1; }
     else
-      typed_molecule test -s "$scenario" || { info "scenario $scenario FAILED after $(since "$start") s ($lane)"; return 1; }
+      lane_job "$scenario" || { info "scenario $scenario FAILED after $(since "$start") s ($lane)"; return 1; }
     fi
     info "scenario $scenario passed in $(since "$start") s ($lane)"
   done
@@ -146,7 +152,8 @@ run_molecule() {
   [[ ! -e .config/molecule/config.yml ]] || die ".config/molecule/config.yml would take the place of extensions/molecule/config.yml"
   [[ $count =~ ^[1-9]$ ]] || die "GPUFLEET_MOLECULE_LANES must be 1 to 9; got '$count'"
   for scenario in "$@"; do
-    [[ -f "extensions/molecule/$scenario/molecule.yml" ]] || die "no Molecule scenario '$scenario' under extensions/molecule"
+    [[ -f "extensions/molecule/$scenario/molecule.yml" || $scenario == infra-repo ]] \
+      || die "no Molecule scenario '$scenario' under extensions/molecule (nor infra-repo)"
   done
   total_start=$(date +%s)
   rm -rf "$logdir" && mkdir -p "$logdir"
