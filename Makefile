@@ -2,10 +2,11 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 TOOLS := tools
-# Every Molecule scenario, and infra-repo: docs/infra-repo.md's repository with its own scenario (tools/infra-repo.sh).
-SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard extensions/molecule/*/molecule.yml)))) infra-repo
+# Every Molecule scenario, and two jobs that share their lanes: infra-repo, docs/infra-repo.md's repository with its
+# own scenario (tools/infra-repo.sh), and newest-core, the newest ansible-core on the collection (tools/newest-core.sh).
+SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard extensions/molecule/*/molecule.yml)))) infra-repo newest-core
 
-.PHONY: help test demo bench bench-env lint yamllint ansible-lint actionlint sanity unit molecule infra-repo build-check clean \
+.PHONY: help test demo bench bench-env lint yamllint ansible-lint actionlint sanity unit molecule infra-repo newest-core build-check clean \
         host-deps venv collections dockerd image mirror snapshot wheelhouse fake-nvml
 
 help:
@@ -55,6 +56,8 @@ molecule: bench-env
 	@$(TOOLS)/run.sh molecule $(SCENARIOS)
 infra-repo: bench-env
 	@$(TOOLS)/run.sh molecule infra-repo
+newest-core: bench-env
+	@$(TOOLS)/run.sh molecule newest-core
 
 demo: venv collections dockerd mirror wheelhouse fake-nvml   # the node image and snapshot of its OS: tools/demo.sh
 	@$(TOOLS)/demo.sh

@@ -36,15 +36,16 @@ export GPUFLEET_FAKE_NVML="$CACHE/fake-nvml/libnvidia-ml.so.1"
 # pip without the machine's noise about index locations that are absent.
 pip_quiet() { "$VENV/bin/pip" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
 
-# Starts a node container: run_node [--os OS] NAME [docker run options]. OS (or env NODE_OS; default debian12) is
+# Starts a node container: run_node [--os OS] [--tmp-exec] NAME [docker run options]. OS (or env NODE_OS; default debian12) is
 # one of NODE_OS_CHOICES and picks the image gpufleet-node:OS (tools/node-image.sh OS builds it). systemd as PID 1
 # with default capabilities (no --privileged), host network and cgroup namespace, the cgroup tree read-only, tmpfs
 # on /run, /run/lock and /tmp, the stand-in mirror and the wheelhouse bound read-only, and a fresh host directory
 # of its own, $CACHE/pci/NAME, bound read-write at /sys/bus/pci/devices for the emulated PCI devices
 # (tests/emulator). The same containers as Molecule's (extensions/molecule/create.yml).
 run_node() {
-  local os=${NODE_OS:-debian12}
+  local os=${NODE_OS:-debian12} tmp=/tmp
   if [[ ${1:-} == --os ]]; then os=${2:?run_node --os needs an OS}; shift 2; fi
+  if [[ ${1:-} == --tmp-exec ]]; then tmp=/tmp:exec; shift; fi   # ansible-test runs programs from /tmp
   [[ " ${NODE_OS_CHOICES[*]} " == *" $os "* ]] || die "run_node: unknown node OS '$os'; choose one of ${NODE_OS_CHOICES[*]}"
   docker image inspect "$IMAGE_REPO:$os" >/dev/null 2>&1 \
     || die "run_node: no image $IMAGE_REPO:$os; build it with tools/node-image.sh $os"
@@ -52,7 +53,7 @@ run_node() {
   local pci="$CACHE/pci/$name"
   rm -rf "$pci" && mkdir -p "$pci"
   docker run -d --name "$name" --network host --cgroupns host -v /sys/fs/cgroup:/sys/fs/cgroup:ro \
-    --tmpfs /run --tmpfs /run/lock --tmpfs /tmp -v "$GPUFLEET_MIRROR_DIR:/srv/gpufleet-mirror:ro" \
+    --tmpfs /run --tmpfs /run/lock --tmpfs "$tmp" -v "$GPUFLEET_MIRROR_DIR:/srv/gpufleet-mirror:ro" \
     -v "$GPUFLEET_WHEELHOUSE:/srv/gpufleet-wheels:ro" -v "$pci:/sys/bus/pci/devices" \
     "$@" "$IMAGE_REPO:$os" >/dev/null
 }

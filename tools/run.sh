@@ -97,8 +97,11 @@ YAML
 declare -A SCENARIO_SECONDS=(
   [fleet]=750 [stack_ubuntu]=320 [nvidia_driver_ubuntu]=300 [container_toolkit]=300 [gpu_monitoring]=280
   [cuda_nccl]=210 [nvidia_driver_cuda_repo]=230 [ubuntu_releases]=230 [nvidia_driver_debian]=210 [pytorch]=200
-  [gpu_power]=170 [baseline]=100 [gpu_facts]=85 [infra-repo]=300
+  [gpu_power]=170 [baseline]=100 [gpu_facts]=85 [infra-repo]=300 [newest-core]=250
 )
+# Lane jobs besides the Molecule scenarios, each run by the script of its name in tools/: infra-repo, the infra
+# repository of docs/infra-repo.md with its own Molecule scenario; newest-core, the newest ansible-core release.
+TOOL_JOBS=" infra-repo newest-core "
 MIRROR_PORT_BASE=18535   # lane N serves the mirror on MIRROR_PORT_BASE + N - 1
 
 # typed_molecule ARGS...: Molecule as a user types it after `make bench-env` with .venv activated: the
@@ -111,10 +114,9 @@ typed_molecule() {
     MOLECULE_NO_LOG=false molecule "$@"
 }
 
-# lane_job NAME: a Molecule scenario of this collection, or infra-repo: the infra repository of docs/infra-repo.md
-# with its own Molecule scenario (tools/infra-repo.sh), which shares the lanes.
+# lane_job NAME: a Molecule scenario of this collection, or one of TOOL_JOBS.
 lane_job() {
-  if [[ $1 == infra-repo ]]; then "$ROOT/tools/infra-repo.sh"; else typed_molecule test -s "$1"; fi
+  if [[ $TOOL_JOBS == *" $1 "* ]]; then "$ROOT/tools/$1.sh"; else typed_molecule test -s "$1"; fi
 }
 
 # run_lane LANE SCENARIO...: one after another, stopping at the first failure. With LOGDIR set, each scenario's
@@ -126,6 +128,7 @@ run_lane() {
     start=$(date +%s)
     if [[ -n ${LOGDIR:-} ]]; then
       lane_job "$scenario" >"$LOGDIR/$scenario.log" 2>&1 || { info "scenario $scenario FAILED after $(since "$start") s ($lane)"; return 1; }
+      touch "$LOGDIR/$scenario.passed"
     else
       lane_job "$scenario" || { info "scenario $scenario FAILED after $(since "$start") s ($lane)"; return 1; }
     fi
@@ -152,8 +155,8 @@ run_molecule() {
   [[ ! -e .config/molecule/config.yml ]] || die ".config/molecule/config.yml would take the place of extensions/molecule/config.yml"
   [[ $count =~ ^[1-9]$ ]] || die "GPUFLEET_MOLECULE_LANES must be 1 to 9; got '$count'"
   for scenario in "$@"; do
-    [[ -f "extensions/molecule/$scenario/molecule.yml" || $scenario == infra-repo ]] \
-      || die "no Molecule scenario '$scenario' under extensions/molecule (nor infra-repo)"
+    [[ -f "extensions/molecule/$scenario/molecule.yml" || $TOOL_JOBS == *" $scenario "* ]] \
+      || die "no Molecule scenario '$scenario' under extensions/molecule (nor one of:$TOOL_JOBS)"
   done
   total_start=$(date +%s)
   rm -rf "$logdir" && mkdir -p "$logdir"
@@ -193,9 +196,9 @@ run_molecule() {
   stop_snapshot
   for scenario in "$@"; do
     [[ -f "$logdir/$scenario.log" ]] || continue
-    stage "output of molecule test -s $scenario"
+    stage "output of $scenario"
     cat "$logdir/$scenario.log"
-    grep -q 'Molecule executed 1 scenario (1 successful)' "$logdir/$scenario.log" || failed+=("$scenario")
+    [[ -f "$logdir/$scenario.passed" ]] || failed+=("$scenario")
   done
   if [[ " ${rcs[*]} " =~ [^0\ ] ]]; then
     for scenario in "${failed[@]}"; do

@@ -8,10 +8,16 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 WORKFLOW = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text())
 
 
-def test_every_molecule_scenario_has_a_job():
-    # and infra-repo, docs/infra-repo.md's repository with its own scenario, which make test runs in the lanes
-    scenarios = {path.parent.name for path in (ROOT / "extensions" / "molecule").glob("*/molecule.yml")} | {"infra-repo"}
-    assert set(WORKFLOW["jobs"]["molecule"]["strategy"]["matrix"]["scenario"]) == scenarios
+def test_every_lane_job_has_a_job():
+    # make test's lanes run every Molecule scenario and the jobs of tools/ named in run.sh's TOOL_JOBS
+    tool_jobs = set(re.search(r'^TOOL_JOBS="([^"]+)"', (ROOT / "tools" / "run.sh").read_text(), re.MULTILINE).group(1).split())
+    assert tool_jobs >= {"infra-repo", "newest-core"}
+    scenarios = {path.parent.name for path in (ROOT / "extensions" / "molecule").glob("*/molecule.yml")}
+    jobs = WORKFLOW["jobs"]
+    called = set(jobs["molecule"]["strategy"]["matrix"]["scenario"])
+    called |= {entry["target"] for entry in jobs["sanity-units"]["strategy"]["matrix"]["include"]}
+    assert scenarios | tool_jobs <= called, "no workflow job runs %s" % sorted(scenarios | tool_jobs - called)
+    assert set(jobs["molecule"]["strategy"]["matrix"]["scenario"]) <= scenarios | tool_jobs
 
 
 def test_jobs_call_the_checks_of_make_test():

@@ -507,21 +507,16 @@ EMULATED = [
 
 
 @pytest.fixture(scope="module")
-def emulated_node(tmp_path_factory):
+def emulated_node(tmp_path_factory, fake_nvml_library):
     import importlib.util
     import json
     import pathlib
     import shutil
-    import subprocess
     import sys
     from ansible_collections.gpufleet.node.plugins.modules import gpu_facts
     emulation = pathlib.Path(__file__).resolve().parents[4] / "tests" / "emulator"
-    gcc = shutil.which("gcc")
-    assert gcc, "gcc builds the fake libnvidia-ml.so.1 (tools/host-deps.sh installs it)"
     work = tmp_path_factory.mktemp("emulated")
-    library = work / "libnvidia-ml.so.1"
-    subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-o", str(library)] + sorted(str(c) for c in (emulation / "fake_nvml").glob("*.c")),
-                   check=True)
+    library = fake_nvml_library   # tests/unit/plugins/conftest.py
     spec = importlib.util.spec_from_file_location("gpufleet_emulator_profile_h", str(emulation / "emulator_profile.py"))
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)

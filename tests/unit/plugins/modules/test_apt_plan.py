@@ -322,7 +322,8 @@ def test_both_backends_return_the_same_plan(monkeypatch, capsys, fake_apt_pkg):
     assert len(commands.calls) == 2
     assert (python_apt["backend"], apt_cache["backend"]) == ("python-apt", "apt-cache")
     for result in (python_apt, apt_cache):
-        del result["backend"], result["invocation"]
+        del result["backend"]
+        result.pop("invocation", None)   # from ansible-core 2.21 only there when the controller asks for it
     assert python_apt == apt_cache
 
 
