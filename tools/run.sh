@@ -92,12 +92,12 @@ YAML
 # (the failing tasks and tests of each failed scenario), so the end of the output says what broke.
 # GPUFLEET_MOLECULE_LANES=N sets the number of lanes; 1 runs every scenario in the given order, output on stdout.
 #
-# Seconds each scenario took in fresh-clone CI runs (2026-12-03; the three newest measured on a loaded machine
-# and scaled down); a scenario not listed counts as 200. Only the dealing depends on them.
+# Seconds each job took in a fresh-clone CI run of make test (2026-12-05, two lanes); a scenario not listed
+# counts as 200. Only the dealing depends on them.
 declare -A SCENARIO_SECONDS=(
-  [fleet]=750 [stack_ubuntu]=320 [nvidia_driver_ubuntu]=300 [container_toolkit]=300 [gpu_monitoring]=280
-  [cuda_nccl]=210 [nvidia_driver_cuda_repo]=230 [ubuntu_releases]=230 [nvidia_driver_debian]=210 [pytorch]=200
-  [gpu_power]=170 [baseline]=100 [gpu_facts]=85 [infra-repo]=300 [newest-core]=250
+  [fleet]=772 [stack_ubuntu]=410 [container_toolkit]=409 [ubuntu_releases]=243 [gpu_monitoring]=233
+  [infra-repo]=223 [newest-core]=207 [nvidia_driver_cuda_repo]=202 [nvidia_driver_ubuntu]=198 [cuda_nccl]=189
+  [pytorch]=156 [nvidia_driver_debian]=118 [gpu_power]=95 [baseline]=92 [gpu_facts]=85
 )
 # Lane jobs besides the Molecule scenarios, each run by the script of its name in tools/: infra-repo, the infra
 # repository of docs/infra-repo.md with its own Molecule scenario; newest-core, the newest ansible-core release.
