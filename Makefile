@@ -27,7 +27,7 @@ image: dockerd
 	@$(TOOLS)/node-image.sh
 mirror: host-deps
 	@$(TOOLS)/mirror.sh
-snapshot: dockerd
+snapshot: image   # snapshot.sh starts a node of each OS
 	@$(TOOLS)/snapshot.sh
 wheelhouse: venv
 	@$(TOOLS)/wheelhouse.sh

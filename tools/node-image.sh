@@ -4,7 +4,8 @@
 # and finished by tools/node-image/Dockerfile; it is tagged gpufleet-node:<os> (debian12 also
 # gpufleet-node:bookworm, its earlier name). Two caches, each keyed by the hash of its inputs: the root file system
 # (a tarball in $IMAGE_CACHE: the debootstrap version and arguments) and the image (that key, the Dockerfile, the
-# sources); only what changed is redone, and older entries of the same OS are pruned.
+# sources); only what changed is redone, and older entries of the same OS are pruned. The images are built side by
+# side (debootstrap mostly waits on the archive), each into a log of its own, printed in order once all have ended.
 #   Debian: the archive this machine uses (/etc/apt/sources.list.d/debian.sources), with its sources file.
 #   Ubuntu: the mirror debootstrap's own script names, and Ubuntu's archive keyring from that archive's
 #   ubuntu-keyring package, reduced to the archive signing keys pinned below and checked against them, so that
@@ -45,7 +46,7 @@ ubuntu_keyring() {
   if keyring_is_pinned "$keyring"; then echo "$keyring"; return; fi
   work=$(mktemp -d)
   filename=$(wget -q --tries=3 -O- "$mirror/dists/jammy/main/binary-amd64/Packages.gz" | zcat \
-    | awk '/^Package: / {p = ($2 == "ubuntu-keyring")} p && /^Filename:/ {print $2; exit}')
+    | awk '/^Package: / {p = ($2 == "ubuntu-keyring")} p && /^Filename:/ && !f {print $2; f = 1}')   # reads to the end: no SIGPIPE
   [[ -n "$filename" ]] || { rm -rf "$work"; die "ubuntu-keyring not found in $mirror's jammy main index"; }
   wget -q --tries=3 -O "$work/keyring.deb" "$mirror/$filename"
   dpkg-deb -x "$work/keyring.deb" "$work/x"
@@ -99,9 +100,9 @@ prune() {
   done
 }
 
-declare -A RESULT
+# build OS RESULTS: builds (or finds cached) gpufleet-node:OS and writes its summary line to RESULTS/OS.result.
 build() {
-  local os=$1 suite=${SUITE[$1]} start mirror keyring ctx rootfs_key key image base rootfs_tar work
+  local os=$1 results=$2 suite=${SUITE[$1]} start mirror keyring ctx rootfs_key key image base rootfs_tar work result
   local -a args
   start=$(date +%s)
   if [[ $os == debian12 ]]; then
@@ -124,7 +125,7 @@ build() {
   image="$IMAGE_REPO:$os-$key" base="$IMAGE_REPO:base-$os-$rootfs_key" rootfs_tar="$IMAGE_CACHE/rootfs-$os-$rootfs_key.tar"
 
   if docker image inspect "$image" >/dev/null 2>&1; then
-    RESULT[$os]="cached"
+    result="cached"
   else
     if ! docker image inspect "$base" >/dev/null 2>&1; then
       if [[ ! -s "$rootfs_tar" ]]; then
@@ -145,14 +146,14 @@ build() {
     stage "Building $image"
     docker build --network host --build-arg "BASE=$base" -t "$image" "$ctx" >"$ctx/build.log" 2>&1 \
       || { tail -20 "$ctx/build.log" >&2; rm -rf "$ctx"; die "docker build of $image failed"; }
-    RESULT[$os]="built in $(since "$start") s"
+    result="built in $(since "$start") s"
   fi
   rm -rf "$ctx"
   docker tag "$image" "$IMAGE_REPO:$os"
   [[ $os != debian12 ]] || docker tag "$image" "$IMAGE_REPO:bookworm"
   prune "$os" "$rootfs_key" "$key"
-  RESULT[$os]+=", $(docker image inspect -f '{{.Size}}' "$image" | awk '{printf "%d MB", $1 / 1e6}')"
-  RESULT[$os]="$(printf '%-26s %-40s %s' "$IMAGE_REPO:$os" "$image" "${RESULT[$os]}")"
+  result+=", $(docker image inspect -f '{{.Size}}' "$image" | awk '{printf "%d MB", $1 / 1e6}')"
+  printf '%-26s %-40s %s\n' "$IMAGE_REPO:$os" "$image" "$result" >"$results/$os.result"
 }
 
 command -v debootstrap >/dev/null 2>&1 || "$ROOT/tools/host-deps.sh"
@@ -161,6 +162,18 @@ targets=("$@")
 for os in "${targets[@]}"; do
   [[ -n "${SUITE[$os]:-}" ]] || die "unknown node OS '$os'; choose from ${NODE_OS_CHOICES[*]}"
 done
-for os in "${targets[@]}"; do build "$os"; done
+# The Ubuntu keyring once, before the builds that share it.
+[[ " ${targets[*]} " != *" ubuntu"* ]] || ubuntu_keyring "$(ubuntu_mirror)" >/dev/null
+results=$(mktemp -d)
+trap 'rm -rf "$results"' EXIT
+declare -A pid
+for os in "${targets[@]}"; do
+  build "$os" "$results" >"$results/$os.log" 2>&1 &
+  pid[$os]=$!
+done
+failed=()
+for os in "${targets[@]}"; do wait "${pid[$os]}" || failed+=("$os"); done
+for os in "${targets[@]}"; do cat "$results/$os.log"; done
+(( ${#failed[@]} == 0 )) || die "building the node image of ${failed[*]} failed: its output is above"
 stage "Node images"
-for os in "${targets[@]}"; do info "${RESULT[$os]}"; done
+for os in "${targets[@]}"; do info "$(cat "$results/$os.result")"; done

@@ -124,7 +124,7 @@ lane_job() {
 run_lane() {
   local lane=$1 scenario start; shift
   for scenario in "$@"; do
-    stage "molecule test -s $scenario ($lane)"
+    if [[ $TOOL_JOBS == *" $scenario "* ]]; then stage "tools/$scenario.sh ($lane)"; else stage "molecule test -s $scenario ($lane)"; fi
     start=$(date +%s)
     if [[ -n ${LOGDIR:-} ]]; then
       lane_job "$scenario" >"$LOGDIR/$scenario.log" 2>&1 || { info "scenario $scenario FAILED after $(since "$start") s ($lane)"; return 1; }

@@ -11,11 +11,15 @@ make -s host-deps venv collections dockerd
 bench_log="$CACHE/bench-env.log"
 mkdir -p "$CACHE"
 stage "Building the bench in the background (node images, stand-in mirror, snapshot of the real packages, wheelhouse, fake NVML library): $bench_log"
-setsid make -s image mirror snapshot wheelhouse fake-nvml >"$bench_log" 2>&1 &
+# Its parts side by side (the node images, themselves built side by side, then the snapshot that starts a node of
+# each), each part's output kept together.
+setsid make -s -j4 --output-sync=target image mirror snapshot wheelhouse fake-nvml >"$bench_log" 2>&1 &
 bench_pid=$!
 trap 'kill -- -$bench_pid 2>/dev/null || true' EXIT
 
-make -s lint sanity unit
+# The static checks side by side (each is one process; the bench mostly waits on the archives), each one's output
+# kept together.
+make -s -j3 --output-sync=target lint sanity unit
 
 bench_start=$(date +%s)
 if ! wait "$bench_pid"; then

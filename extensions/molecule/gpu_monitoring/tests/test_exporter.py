@@ -43,7 +43,7 @@ def test_the_collector_runs_on_its_timer(host, textfile_directory):
 def test_the_collectors_code_is_the_collections(host):
     base = "/usr/local/lib/gpufleet/ansible_collections/gpufleet/node/plugins"
     for name in ("module_utils/gpu_inventory.py", "module_utils/nvml.py", "module_utils/nvidia_smi.py",
-                 "module_utils/gpu_metrics.py", "module_utils/process.py", "filter/fleet.py", "module_utils/__init__.py"):
+                 "module_utils/gpu_metrics.py", "module_utils/process.py", "filter/fleet.py"):
         assert host.file("%s/%s" % (base, name)).is_file, name
     assert not host.exists("ansible") and host.run("python3 -c 'import ansible'").rc != 0
 

@@ -263,16 +263,14 @@ COLLECTOR_HOSTNAMES = [({"hostname_label": False, "hostname": "ignored"}, None),
 
 @pytest.mark.parametrize("hostname_settings, label", COLLECTOR_HOSTNAMES, ids=["no-label", "given", "own"])
 def test_the_collector_runs_without_ansible(both_backends, tmp_path, hostname_settings, label):
-    """The role's collector, laid out as the role installs it, run by a Python without Ansible: gathers with the
+    """The role's collector, laid out as the role installs it (namespace packages), run by a Python without Ansible: gathers with the
     collection's code, judges with the health gates (ansible.errors stood in for) and writes the file, every
     sample's Hostname label the one the settings say."""
     both_backends("pcie-4gpu", {"gpus": {"2": {"temperature_c": 88}}})
     lib = tmp_path / "lib"
     node = lib / "ansible_collections" / "gpufleet" / "node"
-    for package in (lib / "ansible_collections", lib / "ansible_collections" / "gpufleet", node, node / "plugins",
-                    node / "plugins" / "module_utils", node / "plugins" / "filter"):
-        package.mkdir(parents=True, exist_ok=True)
-        (package / "__init__.py").write_text("")
+    for package in (node / "plugins" / "module_utils", node / "plugins" / "filter"):
+        package.mkdir(parents=True)   # namespace packages, no __init__.py: as the role lays them out
     for name in ("gpu_inventory", "gpu_metrics", "nvml", "nvidia_smi", "process"):
         shutil.copy(ROOT / "plugins" / "module_utils" / (name + ".py"), node / "plugins" / "module_utils")
     shutil.copy(ROOT / "plugins" / "filter" / "fleet.py", node / "plugins" / "filter")
