@@ -38,6 +38,7 @@ THRESHOLDS = {
     "fail_on_remapped_rows_pending": ("flag", True),
     "fail_on_remapped_rows_failure": ("flag", True),
     "fail_on_retired_pages_pending": ("flag", True),
+    "fail_on_recovery_action": ("flag", True),
     "fail_on_reset_required": ("flag", True),
     "fail_on_drain_and_reset_recommended": ("flag", True),
     "require_fabric_completed": ("flag", True),
@@ -162,7 +163,26 @@ def _check_memory(device, label, limits, out):
         out.not_checked("memory repair (remapped rows, retired pages)", label)
 
 
+# What NVIDIA asks of each recovery action (nvml.h's comments on nvmlDeviceGpuRecoveryAction_t): the advice in a
+# failure's reason.
+_RECOVERY_ADVICE = {
+    "gpu_reset": "reset the GPU",
+    "node_reboot": "reboot the node",
+    "drain_p2p": "stop peer-to-peer work, then read the action again",
+    "drain_and_reset": "drain the GPU's work, then reset it",
+    "recover_imex_domain": "recover the IMEX domain",
+}
+
+
 def _check_reset(device, label, limits, out):
+    """The recovery action first (field 230, drivers from 570): any action but none fails the GPU with its name, as
+    NVIDIA's RMA policy and the cloud health checks do; the reset flags it implies are not said twice. Where the
+    driver reports no action (or the gate is off), the reset flags (of the action, else the deprecated fields)."""
+    action = device.get("recovery_action")
+    if limits["fail_on_recovery_action"] and action not in (None, "none"):
+        out.failures.append("%s: recovery action %s (%s)" % (
+            label, action, _RECOVERY_ADVICE.get(action, "an action this collection does not know: see NVIDIA's documentation")))
+        return
     for key, wanted, reason in (
             ("reset_required", limits["fail_on_reset_required"], "reset required"),
             ("drain_and_reset_recommended", limits["fail_on_drain_and_reset_recommended"],
@@ -172,7 +192,7 @@ def _check_reset(device, label, limits, out):
         value = device.get(key)
         if value is True:
             out.failures.append("%s: %s" % (label, reason))
-        elif value is None:
+        elif value is None and action is None:
             out.not_checked(key.replace("_", " "), label)
 
 

@@ -30,6 +30,8 @@ __metaclass__ = type
 import re
 from xml.etree import ElementTree
 
+from ansible_collections.gpufleet.node.plugins.module_utils.nvml import reset_status
+
 __all__ = [
     "NvidiaSmiParseError",
     "ERROR_STATES",
@@ -584,31 +586,38 @@ def _remapped_rows(gpu):
     return result if any(value is not None for value in result.values()) else None
 
 
-def _reset_status(gpu):
-    """``(reset_required, drain_and_reset_recommended)``.
+# The words nvidia-smi prints under <gpu_recovery_action> (570+) and Xid 154 names an action by, matched in this order
+# to the names of nvmlDeviceGpuRecoveryAction_t (nvml.RECOVERY_ACTIONS). No capture with an action other than
+# "None" was found: the words are NVIDIA's Xid catalog's ("GPU Reset Required", "Node Reboot Required", "Drain
+# P2P", "Drain and Reset") and those of the enum.
+_RECOVERY_ACTION_WORDS = (("imex", "recover_imex_domain"), ("p2p", "drain_p2p"), ("drain", "drain_and_reset"),
+                          ("reboot", "node_reboot"), ("reset", "gpu_reset"))
+# What the element holds where no action is reported.
+_NO_ACTION_TEXTS = ("", "n/a", "not supported", "requested functionality has been deprecated", "unknown error")
 
-    From <gpu_reset_status> (Yes/No) where it holds values; drivers from 570 print "Requested functionality has
-    been deprecated" there and give <gpu_recovery_action> instead: "None" is neither, a reset or a node reboot
-    needs a reset, "Drain and Reset" both; any other action leaves them unknown rather than guessed.
-    """
-    required = _yes_no(_text(gpu, "gpu_reset_status/reset_required"))
-    drain = _yes_no(_text(gpu, "gpu_reset_status/drain_and_reset_recommended"))
+
+def _recovery_action(gpu):
+    """The driver's recovery action by nvml.RECOVERY_ACTIONS' names, from <gpu_recovery_action>; words this does not
+    know are "unknown (<words>)", still an action the driver asks for; None where the element is absent or N/A."""
     action = gpu.find("gpu_recovery_action")
-    text = action.text.strip().lower() if action is not None and action.text is not None else ""
-    # The words of nvmlDeviceGpuRecoveryAction_t (none, GPU reset, node reboot, drain P2P, drain and reset), read
-    # by their words since no capture with an action was found: a reset or reboot needs a reset; "drain and
-    # reset" both; anything else (drain P2P, a new action) stays unknown.
-    if text == "none":
-        found = (False, False)
-    elif "drain" in text and "reset" in text:
-        found = (True, True)
-    elif "reset" in text or "reboot" in text:
-        found = (True, None)
-    else:
-        found = (None, None)
-    required = found[0] if required is None else required
-    drain = found[1] if drain is None else drain
-    return required, drain
+    text = " ".join((action.text or "").split()) if action is not None else ""
+    words = text.lower()
+    if words in _NO_ACTION_TEXTS:
+        return None
+    if words == "none":
+        return "none"
+    for word, name in _RECOVERY_ACTION_WORDS:
+        if word in words:
+            return name
+    return "unknown (%s)" % text
+
+
+def _reset_status(gpu, recovery_action):
+    """``(reset_required, drain_and_reset_recommended)``: the recovery action answers first where it says so for
+    sure (nvml.reset_status); <gpu_reset_status> (Yes/No; drivers from 570 print "Requested functionality has been
+    deprecated" there) answers what it leaves open."""
+    return reset_status(_yes_no(_text(gpu, "gpu_reset_status/reset_required")),
+                        _yes_no(_text(gpu, "gpu_reset_status/drain_and_reset_recommended")), recovery_action)
 
 
 def _module_id(gpu):
@@ -632,7 +641,8 @@ def _gpu(index, gpu):
     pci = gpu.find("pci")
     link = pci.find("pci_gpu_link_info") if pci is not None else None
     mig = gpu.find("mig_devices")
-    reset_required, drain_and_reset = _reset_status(gpu)
+    recovery_action = _recovery_action(gpu)
+    reset_required, drain_and_reset = _reset_status(gpu, recovery_action)
     bus_id = _text(pci, "pci_bus_id") or gpu.get("id")
     return {
         "index": index,
@@ -664,6 +674,7 @@ def _gpu(index, gpu):
         "ecc_errors_corrected_volatile": _ecc_count(gpu, "volatile", "correctable"),
         "retired_pages": _retired_pages(gpu),
         "remapped_rows": _remapped_rows(gpu),
+        "recovery_action": recovery_action,
         "reset_required": reset_required,
         "drain_and_reset_recommended": drain_and_reset,
         "fabric": {"state": _text(gpu, "fabric/state"), "status": _text(gpu, "fabric/status")},

@@ -204,12 +204,14 @@ FI_DEV_DRAIN_AND_RESET_STATUS = 227
 FI_DEV_GET_GPU_RECOVERY_ACTION = 230
 FI_DEV_POWER_INSTANT = 186  # milliwatts
 
-# nvmlDeviceGpuRecoveryAction_t -> (reset required, drain and reset recommended) where the action says so for
-# sure: NONE (0) neither, GPU_RESET (1) a reset, DRAIN_AND_RESET (4) both. NODE_REBOOT, DRAIN_P2P and
-# RECOVER_IMEX_DOMAIN do not answer the two questions: None.
-# nvmlDeviceGpuRecoveryAction_t: NONE, GPU_RESET, NODE_REBOOT, DRAIN_P2P, DRAIN_AND_RESET. A node reboot resets
-# the GPU too; DRAIN_P2P asks to stop peer-to-peer work, no reset (what it means for a drain is not known here).
-_RECOVERY_ACTIONS = {0: (False, False), 1: (True, None), 2: (True, None), 3: (None, None), 4: (True, True)}
+# nvmlDeviceGpuRecoveryAction_t (nvml.h) by value, as the fact names it; RECOVER_IMEX_DOMAIN came with NVML 595.
+RECOVERY_ACTIONS = {0: "none", 1: "gpu_reset", 2: "node_reboot", 3: "drain_p2p", 4: "drain_and_reset",
+                    5: "recover_imex_domain"}
+# What an action answers of (reset required, drain and reset recommended), where it says so for sure: NONE neither,
+# GPU_RESET and NODE_REBOOT (a reboot resets the GPU too) a reset, DRAIN_AND_RESET both. DRAIN_P2P (stop
+# peer-to-peer work, then read the action again) and RECOVER_IMEX_DOMAIN do not answer the two questions: None.
+_RESET_BY_ACTION = {"none": (False, False), "gpu_reset": (True, None), "node_reboot": (True, None),
+                    "drain_and_reset": (True, True)}
 
 # nvmlValueType_t -> the member of nvmlValue_t that holds the value.
 _VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
@@ -379,14 +381,22 @@ def fabric_names(state, status, status_text=None):
     return {"state": name, "status": status_text or return_code_name(status)}
 
 
+def recovery_action_name(value):
+    """The name of an nvmlDeviceGpuRecoveryAction_t value (RECOVERY_ACTIONS); a value nvml.h did not have when this
+    was written is "unknown (N)", still an action the driver asks for; None when NVML did not answer."""
+    if value is None:
+        return None
+    return RECOVERY_ACTIONS.get(value, "unknown (%d)" % value)
+
+
 def reset_status(reset_required, drain_and_reset, recovery_action):
-    """(reset_required, drain_and_reset_recommended) as bools or None, from the field values NVML_FI_DEV_RESET_STATUS
-    and NVML_FI_DEV_DRAIN_AND_RESET_STATUS (what nvidia-smi prints under gpu_reset_status); where neither is
-    readable (nvml.h deprecates them), from NVML_FI_DEV_GET_GPU_RECOVERY_ACTION."""
-    if reset_required is not None or drain_and_reset is not None:
-        return (None if reset_required is None else bool(reset_required),
-                None if drain_and_reset is None else bool(drain_and_reset))
-    return _RECOVERY_ACTIONS.get(recovery_action, (None, None))
+    """(reset_required, drain_and_reset_recommended) as bools or None. The recovery action (a name of
+    recovery_action_name, from field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION) answers first where it says so for sure;
+    the deprecated fields NVML_FI_DEV_RESET_STATUS and NVML_FI_DEV_DRAIN_AND_RESET_STATUS (what nvidia-smi prints
+    under gpu_reset_status, read by drivers that lack the action) answer what it leaves open."""
+    by_action = _RESET_BY_ACTION.get(recovery_action, (None, None))
+    return tuple(answer if answer is not None else None if field is None else bool(field)
+                 for answer, field in zip(by_action, (reset_required, drain_and_reset)))
 
 
 def nvlink_relations(links, bus_ids):
@@ -774,7 +784,9 @@ def _device(nvml, index, handle):
         ecc_mode = {"current": ecc_current.value == _FEATURE_ENABLED, "pending": ecc_pending.value == _FEATURE_ENABLED}
     reset_fields = (FI_DEV_RESET_STATUS, FI_DEV_DRAIN_AND_RESET_STATUS, FI_DEV_GET_GPU_RECOVERY_ACTION)
     values = nvml.fields(label, handle, [(field, 0) for field in reset_fields + (FI_DEV_POWER_INSTANT,)])
-    reset_required, drain = reset_status(*[values[(field, 0)] for field in reset_fields])
+    recovery_action = recovery_action_name(values[(FI_DEV_GET_GPU_RECOVERY_ACTION, 0)])
+    reset_required, drain = reset_status(values[(FI_DEV_RESET_STATUS, 0)], values[(FI_DEV_DRAIN_AND_RESET_STATUS, 0)],
+                                         recovery_action)
     # The instant draw (as nvidia-smi prints instant_power_draw) where the driver has the field; else
     # nvmlDeviceGetPowerUsage, which newer GPUs average over a second.
     power_mw = values[(FI_DEV_POWER_INSTANT, 0)]
@@ -809,6 +821,7 @@ def _device(nvml, index, handle):
             "pending": nvml.enabled("nvmlDeviceGetRetiredPagesPendingStatus", label, handle),
         },
         "remapped_rows": _remapped_rows(nvml, label, handle),
+        "recovery_action": recovery_action,
         "reset_required": reset_required,
         "drain_and_reset_recommended": drain,
         "pcie": {

@@ -225,8 +225,9 @@ ansible_facts:
               nvmlDeviceGetEccMode; the ECC counts ecc_errors (dram_*, sram_*, or single_bit/double_bit) /
               nvmlDeviceGetTotalEccErrors, else nvmlDeviceGetMemoryErrorCounter; C(retired_pages) retired_pages /
               nvmlDeviceGetRetiredPages and nvmlDeviceGetRetiredPagesPendingStatus; C(remapped_rows)
-              remapped_rows / nvmlDeviceGetRemappedRows; C(reset_required), C(drain_and_reset_recommended)
-              gpu_reset_status or gpu_recovery_action / field values 226, 227 (else 230);
+              remapped_rows / nvmlDeviceGetRemappedRows; C(recovery_action) gpu_recovery_action / field value 230;
+              C(reset_required), C(drain_and_reset_recommended) the recovery action where it tells, else
+              gpu_reset_status / field values 226, 227;
               C(fabric) fabric / nvmlDeviceGetGpuFabricInfo; C(clock_event_reasons_active) clocks_event_reasons or
               clocks_throttle_reasons / nvmlDeviceGetCurrentClocksEventReasons (else ...ThrottleReasons);
               C(temperature_c) temperature/gpu_temp / nvmlDeviceGetTemperature; C(power_draw_w)
@@ -368,9 +369,18 @@ ansible_facts:
                 NVML C(nvmlDeviceGetUtilizationRates)); the health gates call a GPU at 0 idle.
               type: int
               sample: 0
+            recovery_action:
+              description:
+                - What the driver asks to be done with the GPU (drivers from 570; nvml.h's nvmlDeviceGpuRecoveryAction_t,
+                  C(<gpu_recovery_action>) in C(-q -x)), by name - C(none), C(gpu_reset), C(node_reboot), C(drain_p2p),
+                  C(drain_and_reset), C(recover_imex_domain) (NVML 595) - or C(unknown (N)) for a value or words
+                  newer than this collection; null where the driver does not report it.
+                - The health gate C(gpufleet_health_fail_on_recovery_action) fails a GPU with any action but C(none).
+              type: str
+              sample: none
             reset_required:
-              description: Whether the driver asks for a GPU reset (C(gpu_reset_status), or NVML's recovery action);
-                null where not reported.
+              description: Whether the driver asks for a GPU reset (the recovery action where it tells, else
+                C(gpu_reset_status) or NVML's deprecated field 226); null where not reported.
               type: bool
               sample: false
             drain_and_reset_recommended:

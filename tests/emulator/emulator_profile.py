@@ -58,6 +58,10 @@ CLOCK_EVENT_REASONS = {
     "hw_power_brake_slowdown": 0x80, "display_clocks_setting": 0x100,
 }
 FABRIC_STATES = {"not supported": 0, "not started": 1, "in progress": 2, "completed": 3}
+# nvmlDeviceGpuRecoveryAction_t (nvml.h; RECOVER_IMEX_DOMAIN from NVML 595): a GPU's "recovery_action" names one, as
+# a driver from 570 reports it (null: a driver before, which has the reset status only).
+RECOVERY_ACTIONS = {"none": 0, "gpu_reset": 1, "node_reboot": 2, "drain_p2p": 3, "drain_and_reset": 4,
+                    "recover_imex_domain": 5}
 # nvmlGpuTopologyLevel_t for the relations of a topo -m matrix.
 TOPOLOGY_LEVELS = {"PIX": 10, "PXB": 20, "PHB": 30, "NODE": 40, "SYS": 50, "SOC": 50}
 NVML_TOPOLOGY_NODE = 40
@@ -83,7 +87,8 @@ GPU_DEFAULTS = {
     "ecc_dram_correctable_aggregate": 0, "ecc_sram_correctable_aggregate": 0,
     "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False},
     "retired_pages_pending": False,
-    "reset_required": False, "drain_and_reset_recommended": False, "fabric_state": None, "fabric_status": None,
+    "reset_required": False, "drain_and_reset_recommended": False, "recovery_action": None,
+    "fabric_state": None, "fabric_status": None,
     "module_id": None, "utilization_gpu_pct": 0, "memory_used_mib": 0,
 }
 # Names of MIG-capable products (nvmlDeviceGetMaxMigDeviceCount answers 7 for them, NOT_SUPPORTED otherwise).
@@ -390,6 +395,8 @@ def gpu_lines(profile, name, index, settings, topology, ends, faults):
         out.append("reset_required %s" % _flag(settings["reset_required"]))
     if settings["drain_and_reset_recommended"] is not None:
         out.append("drain_and_reset_recommended %s" % _flag(settings["drain_and_reset_recommended"]))
+    if settings["recovery_action"] is not None:
+        out.append("recovery_action %d" % RECOVERY_ACTIONS[settings["recovery_action"]])
     if ends[index]:
         out.append("nvlink_speed_mbps %d" % round(profile["nvlink"]["speed_gbps"] * 1000))
     for link, (remote_type, remote_bus, remote_id) in enumerate(ends[index]):

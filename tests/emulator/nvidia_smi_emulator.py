@@ -94,6 +94,7 @@ GPU_DEFAULTS = {
     "retired_pages_pending": False,
     "reset_required": False,
     "drain_and_reset_recommended": False,
+    "recovery_action": None,            # a name of nvmlDeviceGpuRecoveryAction_t: -q -x as a driver from 570 prints it
     "fabric_state": None,
     "fabric_status": None,
     "module_id": None,
@@ -327,6 +328,26 @@ def _retired_count(gpu):
     return NA if gpu["retired_pages_pending"] is None else "0"
 
 
+# The words -q -x prints under <gpu_recovery_action> for each action: NVIDIA's Xid catalog names the actions so
+# (Xid 154) and capture 64 (driver 570) shows "None". RECOVER_IMEX_DOMAIN has no published wording: not emulated.
+RECOVERY_ACTION_WORDS = {"none": "None", "gpu_reset": "GPU Reset Required", "node_reboot": "Node Reboot Required",
+                         "drain_p2p": "Drain P2P", "drain_and_reset": "Drain and Reset"}
+DEPRECATED = "Requested functionality has been deprecated"
+
+
+def _reset_status(gpu):
+    """<gpu_reset_status> as the 535 branch prints it; with a recovery action, as a driver from 570 does (capture 64):
+    the reset status deprecated, then <gpu_recovery_action>."""
+    action = gpu["recovery_action"]
+    if action is None:
+        return [("gpu_reset_status", [("reset_required", _yes_no(gpu["reset_required"])),
+                                      ("drain_and_reset_recommended", _yes_no(gpu["drain_and_reset_recommended"]))])]
+    if action not in RECOVERY_ACTION_WORDS:
+        raise SystemExit("nvidia-smi emulator: no published -q -x wording for the recovery action %r" % action)
+    return [("gpu_reset_status", [("reset_required", DEPRECATED), ("drain_and_reset_recommended", DEPRECATED)]),
+            ("gpu_recovery_action", RECOVERY_ACTION_WORDS[action])]
+
+
 def _clock_event_reasons(gpu):
     active = gpu["clock_event_reasons"]
     return [("clocks_event_reason_%s" % name,
@@ -381,10 +402,7 @@ def gpu_element(gpu, persistence):
         ("multigpu_board", "No"),
         ("gpu_module_id", _na(gpu["module_id"])),
         ("gpu_virtualization_mode", [("virtualization_mode", "None"), ("host_vgpu_mode", NA)]),
-        ("gpu_reset_status", [
-            ("reset_required", _yes_no(gpu["reset_required"])),
-            ("drain_and_reset_recommended", _yes_no(gpu["drain_and_reset_recommended"])),
-        ]),
+    ] + _reset_status(gpu) + [
         ("pci", _pci(gpu)),
         ("performance_state", "P0"),
         ("clocks_event_reasons", _clock_event_reasons(gpu)),

@@ -113,9 +113,6 @@ typedef unsigned char nvmlGpuFabricState_t;
 #define NVML_FI_DEV_RESET_STATUS 226
 #define NVML_FI_DEV_DRAIN_AND_RESET_STATUS 227
 #define NVML_FI_DEV_GET_GPU_RECOVERY_ACTION 230
-#define NVML_GPU_RECOVERY_ACTION_NONE 0
-#define NVML_GPU_RECOVERY_ACTION_GPU_RESET 1
-#define NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET 4
 
 typedef struct nvmlPciInfo_st {
     char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
@@ -209,6 +206,8 @@ struct nvmlDevice_st {
     int has_fabric, fabric_status;
     unsigned int fabric_state;
     int has_reset_required, reset_required, has_drain, drain_and_reset;
+    int has_recovery_action;
+    unsigned int recovery_action;
     int links;
     struct link link[NVML_NVLINK_MAX_LINKS];
     int has_ancestor[MAX_GPUS], ancestor[MAX_GPUS], p2p[MAX_GPUS][5];
@@ -428,6 +427,8 @@ static int parse_line(const char *key, const char *value, struct nvmlDevice_st *
         return (d->has_reset_required = sscanf(value, "%d", &d->reset_required) == 1) ? 0 : -1;
     if (strcmp(key, "drain_and_reset_recommended") == 0)
         return (d->has_drain = sscanf(value, "%d", &d->drain_and_reset) == 1) ? 0 : -1;
+    if (strcmp(key, "recovery_action") == 0)
+        return (d->has_recovery_action = sscanf(value, "%u", &d->recovery_action) == 1) ? 0 : -1;
     if (strcmp(key, "link") == 0) {
         char bus[64];
         if (sscanf(value, "%u %u %u %63s %x", &a, &b, &c, bus, &e) != 5 || a != (unsigned int)d->links
@@ -1248,18 +1249,18 @@ static void field_value(struct nvmlDevice_st *d, nvmlFieldValue_t *field)
         known = d->has_remapped;
         field->value.uiVal = d->remapped[field->fieldId - NVML_FI_DEV_REMAPPED_COR];
         break;
+    /* A driver that reports the recovery action (570+) has deprecated the two reset fields: NOT_SUPPORTED. */
     case NVML_FI_DEV_RESET_STATUS:
-        known = d->has_reset_required;
+        known = d->has_reset_required && !d->has_recovery_action;
         field->value.uiVal = (unsigned int)d->reset_required;
         break;
     case NVML_FI_DEV_DRAIN_AND_RESET_STATUS:
-        known = d->has_drain;
+        known = d->has_drain && !d->has_recovery_action;
         field->value.uiVal = (unsigned int)d->drain_and_reset;
         break;
-    case NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
-        known = d->has_reset_required && d->has_drain;
-        field->value.uiVal = d->drain_and_reset ? NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET
-                             : d->reset_required ? NVML_GPU_RECOVERY_ACTION_GPU_RESET : NVML_GPU_RECOVERY_ACTION_NONE;
+    case NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:   /* only where the profile gives one (570 capture); 535: NOT_SUPPORTED */
+        known = d->has_recovery_action;
+        field->value.uiVal = d->recovery_action;
         break;
     case NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON:
         known = d->links > 0 && d->nvlink_speed_mbps > 0;

@@ -277,9 +277,23 @@ def test_values_equal_the_profile(nvml, name):
             assert nvml.nvmlDeviceGetGpuFabricInfo(device, ctypes.byref(fabric)) == SUCCESS
             assert (fabric.state, fabric.status) == (3, 0) == (
                 {"Completed": 3}[gpu["fabric_state"]], {"Success": 0}[gpu["fabric_status"]])
-        # NVML_FI_DEV_RESET_STATUS, NVML_FI_DEV_DRAIN_AND_RESET_STATUS, NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
+        # NVML_FI_DEV_RESET_STATUS, NVML_FI_DEV_DRAIN_AND_RESET_STATUS; NVML_FI_DEV_GET_GPU_RECOVERY_ACTION only
+        # where a profile gives the action (the profiles' 535 captures print none)
         assert nvml.fields(device, [(226, 0), (227, 0), (230, 0), (12345, 0)]) == [
-            (SUCCESS, 1, 0), (SUCCESS, 1, 0), (SUCCESS, 1, 0), (NOT_SUPPORTED, 1, 0)]
+            (SUCCESS, 1, 0), (SUCCESS, 1, 0), (NOT_SUPPORTED, 1, 0), (NOT_SUPPORTED, 1, 0)]
+
+
+@pytest.mark.parametrize("action, value", [("none", 0), ("drain_p2p", 3), ("drain_and_reset", 4),
+                                           ("recover_imex_domain", 5)])
+def test_a_recovery_action_as_a_driver_from_570_reports_it(nvml, action, value):
+    """Field 230 answers the planted nvmlDeviceGpuRecoveryAction_t (nvml.h's values); the deprecated reset fields
+    226 and 227 then answer NOT_SUPPORTED, and the other GPUs keep the 535 shape."""
+    nvml.use_profile("pairs-4gpu", {"gpus": {"1": {"recovery_action": action}}})
+    assert nvml.nvmlInit_v2() == SUCCESS
+    assert nvml.fields(nvml.handle(1), [(226, 0), (227, 0), (230, 0)]) == [
+        (NOT_SUPPORTED, 1, 0), (NOT_SUPPORTED, 1, 0), (SUCCESS, 1, value)]
+    assert nvml.fields(nvml.handle(0), [(226, 0), (227, 0), (230, 0)]) == [
+        (SUCCESS, 1, 0), (SUCCESS, 1, 0), (NOT_SUPPORTED, 1, 0)]
 
 
 @pytest.mark.parametrize("name", HEALTHY)
@@ -434,7 +448,7 @@ def test_faults_change_exactly_what_they_should(nvml):
     assert nvml.uint("nvmlDeviceGetModuleId", fourth) == 4
     assert nvml.uint("nvmlDeviceGetModuleId", third) == 1           # the profile's
     assert nvml.fields(fourth, [(226, 0), (227, 0), (230, 0), (144, 0)]) == [
-        (SUCCESS, 1, 1), (SUCCESS, 1, 1), (SUCCESS, 1, 4), (SUCCESS, 1, 1)]
+        (SUCCESS, 1, 1), (SUCCESS, 1, 1), (NOT_SUPPORTED, 1, 0), (SUCCESS, 1, 1)]
     fabric = FabricInfo()
     assert nvml.nvmlDeviceGetGpuFabricInfo(fourth, ctypes.byref(fabric)) == SUCCESS
     assert (fabric.state, fabric.status) == (2, NOT_SUPPORTED)

@@ -24,7 +24,8 @@ DEVICE = {
     "ecc_errors_uncorrected_volatile": 0, "ecc_errors_uncorrected_aggregate": 0, "ecc_errors_corrected_volatile": 0,
     "retired_pages": {"single_bit_ecc": None, "double_bit_ecc": None, "pending": None},
     "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False},
-    "reset_required": False, "drain_and_reset_recommended": False, "fabric": {"state": None, "status": None},
+    "recovery_action": None, "reset_required": False, "drain_and_reset_recommended": False,
+    "fabric": {"state": None, "status": None},
     "clock_event_reasons_active": ["gpu_idle"], "temperature_c": 33, "power_draw_w": 60.0,
     "pcie": {"gen_current": 4, "gen_max": 4, "width_current": 16, "width_max": 16, "replay_counter": 0},
 }
@@ -68,6 +69,13 @@ GATES = [
      {"gpufleet_health_fail_on_retired_pages_pending": False}),
     ({"reset_required": True}, "GPU1: reset required",
      {"reset_required": None}, "reset required not reported (GPU1)", {"gpufleet_health_fail_on_reset_required": False}),
+    ({"recovery_action": "drain_p2p"}, "GPU1: recovery action drain_p2p (stop peer-to-peer work, then read the action again)",
+     None, None, {"gpufleet_health_fail_on_recovery_action": False}),
+    ({"recovery_action": "recover_imex_domain"}, "GPU1: recovery action recover_imex_domain (recover the IMEX domain)",
+     None, None, {"gpufleet_health_fail_on_recovery_action": False}),
+    ({"recovery_action": "unknown (6)"},
+     "GPU1: recovery action unknown (6) (an action this collection does not know: see NVIDIA's documentation)",
+     None, None, {"gpufleet_health_fail_on_recovery_action": False}),
     ({"drain_and_reset_recommended": True}, "GPU1: drain and reset recommended",
      {"drain_and_reset_recommended": None}, "drain and reset recommended not reported (GPU1)",
      {"gpufleet_health_fail_on_drain_and_reset_recommended": False}),
@@ -99,6 +107,18 @@ def test_each_gate(fault, reason, unknown, warning, off):
         health = gpufleet_node_health(with_device(unknown))
         assert health["failures"] == []
         assert [w for w in health["warnings"] if "not reported" in w] == [warning + ": not checked"]
+
+
+def test_a_recovery_action_is_said_once_and_counts_before_the_reset_flags():
+    # A DRAIN_P2P GPU with 7 lifetime uncorrectable errors and 900 uncorrectable remapped rows passed before the
+    # action was gated (the current-hardware issue's example); now it fails by the action's name.
+    gpu = with_device({"recovery_action": "drain_and_reset", "reset_required": True, "drain_and_reset_recommended": True})
+    assert gpufleet_node_health(gpu)["failures"] == ["GPU1: recovery action drain_and_reset (drain the GPU's work, then reset it)"]
+    off = {"gpufleet_health_fail_on_recovery_action": False}
+    assert gpufleet_node_health(gpu, None, off)["failures"] == ["GPU1: reset required", "GPU1: drain and reset recommended"]
+    # An action that says nothing of a reset is still an answer: the reset flags are not "not reported".
+    gpu = with_device({"recovery_action": "drain_p2p", "reset_required": None, "drain_and_reset_recommended": None})
+    assert gpufleet_node_health(gpu, None, off) == {"failures": [], "warnings": []}
 
 
 def test_fewer_gpus_than_the_pci_bus_shows():

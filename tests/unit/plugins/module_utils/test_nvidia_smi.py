@@ -460,18 +460,28 @@ def test_remapped_rows_pending_and_failure():
 
 def test_reset_status_and_recovery_action():
     text = capture("31", "q-x.xml")
-    assert only_gpu(text)["reset_required"] is False
+    gpu = only_gpu(text)
+    assert (gpu["recovery_action"], gpu["reset_required"]) == (None, False)   # 535: no <gpu_recovery_action>
     required = replace_once(text, "<reset_required>No<", "<reset_required>Yes<")
     gpu = only_gpu(required)
     assert (gpu["reset_required"], gpu["drain_and_reset_recommended"]) == (True, False)
     # 570+: the reset status is deprecated; the recovery action tells (edited from the real "None").
     newer = capture("64", "q-x.xml")
     gpu = only_gpu(newer)
-    assert (gpu["reset_required"], gpu["drain_and_reset_recommended"]) == (False, False)
-    for action, expected in (("Drain and Reset", (True, True)), ("GPU Reset", (True, None)),
-                             ("Node Reboot", (True, None)), ("Drain P2P", (None, None))):
-        gpu = only_gpu(replace_once(newer, "<gpu_recovery_action>None<", "<gpu_recovery_action>%s<" % action))
-        assert (gpu["reset_required"], gpu["drain_and_reset_recommended"]) == expected, action
+    assert (gpu["recovery_action"], gpu["reset_required"], gpu["drain_and_reset_recommended"]) == ("none", False, False)
+    for words, expected in (("Drain and Reset", ("drain_and_reset", True, True)),
+                            ("GPU Reset Required", ("gpu_reset", True, None)),
+                            ("Node Reboot Required", ("node_reboot", True, None)),
+                            ("Drain P2P", ("drain_p2p", None, None)),
+                            ("Recover IMEX Domain", ("recover_imex_domain", None, None)),
+                            ("Quarantine", ("unknown (Quarantine)", None, None)),
+                            ("N/A", (None, None, None))):
+        gpu = only_gpu(replace_once(newer, "<gpu_recovery_action>None<", "<gpu_recovery_action>%s<" % words))
+        assert (gpu["recovery_action"], gpu["reset_required"], gpu["drain_and_reset_recommended"]) == expected, words
+    # Where both answer, the action wins over the deprecated fields; they fill what it leaves open.
+    both = replace_once(replace_once(newer, "<gpu_recovery_action>None<", "<gpu_recovery_action>Drain P2P<"),
+                        "<reset_required>Requested functionality has been deprecated<", "<reset_required>Yes<")
+    assert only_gpu(both)["reset_required"] is True
 
 
 def test_fabric_state_and_status():
@@ -504,8 +514,8 @@ def test_every_gpu_has_every_contract_field():
               "mig_mode", "mig_devices", "persistence_mode", "ecc_mode", "ecc_errors_uncorrected_volatile",
               "ecc_errors_uncorrected_aggregate", "ecc_errors_corrected_volatile", "retired_pages", "pcie",
               "power_limit_w", "vbios_version", "architecture", "compute_mode", "temperature_c", "power_draw_w",
-              "clock_event_reasons_active", "remapped_rows", "reset_required", "drain_and_reset_recommended",
-              "fabric", "compute_capability", "utilization_gpu_pct"}
+              "clock_event_reasons_active", "remapped_rows", "recovery_action", "reset_required",
+              "drain_and_reset_recommended", "fabric", "compute_capability", "utilization_gpu_pct"}
     for param in captures("q-x.xml"):
         for gpu in nvidia_smi.parse_query_xml(read(param.values[0]))["gpus"]:
             assert set(gpu) == fields

@@ -701,15 +701,28 @@ def test_stub_mig_devices(stub, monkeypatch):
 
 
 @pytest.mark.parametrize("fields, expected", [
-    ((0, 0, None), (False, False)),
-    ((1, 0, 0), (True, False)),
+    ((0, 0, None), (False, False)),              # a driver without the action: the deprecated fields
     ((None, 1, None), (None, True)),
-    ((None, None, 0), (False, False)),
-    ((None, None, 1), (True, None)),
-    ((None, None, 4), (True, True)),
-    ((None, None, 2), (True, None)),
-    ((None, None, 3), (None, None)),
+    ((None, None, "none"), (False, False)),      # 570+: the action alone
+    ((None, None, "gpu_reset"), (True, None)),
+    ((None, None, "node_reboot"), (True, None)),
+    ((None, None, "drain_and_reset"), (True, True)),
+    ((None, None, "drain_p2p"), (None, None)),   # says nothing of a reset
+    ((None, None, "recover_imex_domain"), (None, None)),
+    ((None, None, "unknown (6)"), (None, None)),
     ((None, None, None), (None, None)),
+    # Field 230 first: it supersedes 226/227 where both answer; they fill what the action leaves open.
+    ((1, 0, "none"), (False, False)),
+    ((0, 0, "drain_and_reset"), (True, True)),
+    ((1, 0, "drain_p2p"), (True, False)),
+    ((0, None, "gpu_reset"), (True, None)),
 ])
 def test_reset_status(fields, expected):
     assert nvml.reset_status(*fields) == expected
+
+
+def test_recovery_action_names_follow_nvml_h():
+    # nvmlDeviceGpuRecoveryAction_t in nvml.h (NVIDIA/go-nvml; RECOVER_IMEX_DOMAIN added with NVML 595).
+    assert [nvml.recovery_action_name(value) for value in range(7)] == [
+        "none", "gpu_reset", "node_reboot", "drain_p2p", "drain_and_reset", "recover_imex_domain", "unknown (6)"]
+    assert nvml.recovery_action_name(None) is None

@@ -503,6 +503,9 @@ FAULTS = {
                               "remapped_rows": {"correctable": 1, "uncorrectable": 2, "pending": True, "failure": False},
                               "retired_pages_pending": True, "reset_required": True}}},
     "lost": {"lost_gpus": [1]},
+    # A driver from 570 on GPU 2: the recovery action (NVML field 230, -q -x's <gpu_recovery_action>), the reset
+    # status deprecated.
+    "recovery action": {"gpus": {"2": {"recovery_action": "drain_p2p"}}},
 }
 
 
@@ -526,6 +529,9 @@ def test_both_backends_give_equal_facts(both_backends, profile, faults):
     assert compare_backends.differences(nvml_facts, smi_facts) == []
     if faults == "none":
         assert nvml_facts["state"] == "ok", nvml_facts["message"]
+    if faults == "recovery action":
+        assert [gpu["recovery_action"] for gpu in nvml_facts["devices"]][1:3] == [None, "drain_p2p"]
+        assert (nvml_facts["devices"][2]["reset_required"], nvml_facts["devices"][2]["drain_and_reset_recommended"]) == (None, None)
 
 
 def PROFILE_BUS(name, index):  # pylint: disable=invalid-name
