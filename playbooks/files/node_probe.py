@@ -1,7 +1,8 @@
 """Reads what a node runs, for playbooks/fleet_facts.yml: CUDA (/usr/local/cuda), NCCL (dpkg), torch (the
 gpufleet.node.pytorch virtualenv, argv[1]), whether fabric manager is active, the container runtime for GPUs
-(gpufleet.node.nvidia_container_toolkit) and the metrics endpoint (gpufleet.node.gpu_monitoring). Prints JSON;
-never fails.
+(gpufleet.node.nvidia_container_toolkit), the metrics endpoint (gpufleet.node.gpu_monitoring) and the driver's Xid
+lines in the kernel log since boot (the health gate gpufleet_health_critical_xids reads them). Prints JSON; never
+fails.
 
 The runtime and the endpoint come from the records those roles write under /etc/gpufleet, each checked against
 the evidence on the node: an engine counts only while its configuration still names the nvidia runtime, the
@@ -17,9 +18,9 @@ RUNTIME_RECORD = "/etc/gpufleet/container-runtime.json"
 MONITORING_RECORD = "/etc/gpufleet/monitoring.json"
 
 
-def run(argv):
+def run(argv, timeout=20):
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=20, check=False)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, errors="replace")
     except (OSError, subprocess.TimeoutExpired):
         return None
 
@@ -110,10 +111,35 @@ def monitoring():
             "textfile_age_s": age, "interval_s": record.get("interval_s")}
 
 
+# The kernel log since boot, from the journal, else the kernel's ring buffer. A source counts only when it shows
+# kernel messages at all: a container's journal has none (its kernel is the host's), and dmesg may be refused
+# (kernel.dmesg_restrict without CAP_SYSLOG). Only the driver's Xid lines are kept, the newest XID_LINES_KEPT.
+KERNEL_LOGS = (("journal", ["journalctl", "-k", "-b", "-q", "--no-pager", "-o", "short-iso"]), ("dmesg", ["dmesg"]))
+XID_MARK = "NVRM: Xid"
+XID_LINES_KEPT = 1000
+
+
+def kernel_xids():
+    tried = []
+    for source, argv in KERNEL_LOGS:
+        result = run(argv, timeout=60)
+        if result is None:
+            tried.append("%s did not run" % argv[0])
+            continue
+        lines = [line for line in result.stdout.splitlines() if line.strip() and not line.startswith("-- ")]
+        if result.returncode != 0 or not lines:
+            why = (result.stderr.strip().splitlines() or ["no kernel messages"])[-1]
+            tried.append(why if why.startswith(argv[0] + ":") else "%s: %s" % (argv[0], why))
+            continue
+        xids = [line for line in lines if XID_MARK in line]
+        return {"source": source, "lines": xids[-XID_LINES_KEPT:], "lines_total": len(xids), "error": None}
+    return {"source": None, "lines": [], "lines_total": 0, "error": "; ".join(tried)}
+
+
 def main(argv):
     print(json.dumps({"cuda": cuda(), "nccl": nccl(), "torch": torch(argv[1] if len(argv) > 1 else "/opt/gpufleet/pytorch"),
                       "fabricmanager_active": fabricmanager(), "container_runtime": container_runtime(),
-                      "monitoring": monitoring()}))
+                      "monitoring": monitoring(), "kernel_xids": kernel_xids()}))
 
 
 if __name__ == "__main__":

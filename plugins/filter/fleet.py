@@ -20,6 +20,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import math
+import re
 
 from ansible.errors import AnsibleFilterError
 
@@ -32,7 +33,9 @@ CLOCK_EVENT_REASONS = (
 PREFIX = "gpufleet_health_"
 
 # name: (kind, default). kind "count": an integer >= 0, or null to turn the gate off; "flag": a boolean;
-# "reasons": a list of clock event reason names ([] turns the gate off).
+# "reasons": a list of clock event reason names ([] turns the gate off); "xids": a list of Xid numbers ([] turns the
+# gate off). The critical Xids are those Azure's GPU health checks fail a node on (azurehpc-health-checks,
+# azure_gpu_xid.nhc), with 95, an uncontained ECC error that NVIDIA's Xid catalog says needs a GPU reset.
 THRESHOLDS = {
     "ecc_uncorrected_volatile_max": ("count", 0),
     "fail_on_remapped_rows_pending": ("flag", True),
@@ -49,6 +52,7 @@ THRESHOLDS = {
     "require_compute_mode_default": ("flag", True),
     "require_all_pci_gpus": ("flag", True),
     "nvlink_inactive_max": ("count", 0),
+    "critical_xids": ("xids", [48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 95, 119, 120]),
 }
 
 _TRUE = ("true", "yes", "on", "1")
@@ -74,6 +78,12 @@ def _threshold_value(name, kind, value):
         raise AnsibleFilterError("%s must be a whole number >= 0 (or null to turn the gate off), not %r" % (full, value))
     if isinstance(value, str):
         value = [item.strip() for item in value.split(",") if item.strip()]
+    if kind == "xids":
+        if isinstance(value, (list, tuple)) and all(
+                _known_int(item) and item > 0 or isinstance(item, str) and item.isdigit() for item in value):
+            return sorted(set(int(item) for item in value))
+        raise AnsibleFilterError("%s must be a list of Xid numbers (whole numbers > 0; [] turns the gate off), not %r"
+                                 % (full, value))
     if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
         raise AnsibleFilterError("%s must be a list of clock event reasons, not %r" % (full, value))
     unknown = [item for item in value if item not in CLOCK_EVENT_REASONS]
@@ -309,6 +319,53 @@ def _check_nvlink(topology, limits, out):
         out.warnings.append("NVLink inactive (%d allowed): %s" % (most, "; ".join(inactive) or "%d links" % count))
 
 
+# An Xid line of the NVIDIA driver in the kernel log: "NVRM: Xid (PCI:0000:3b:00): 79, pid=1122, GPU has fallen off
+# the bus." (NVIDIA's Xid catalog; the PCI address is domain:bus:device, some drivers add the function).
+_XID_LINE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4,8}):([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})(?:\.[0-7])?\): "
+                       r"(\d+)(?:,\s*(.*))?$")
+
+
+def xid_events(lines):
+    """``[(pci, xid, text)]`` in log order from kernel log lines: ``pci`` as (domain, bus, device) numbers, ``xid`` an
+    int, ``text`` what follows the number (pid and message); lines that are not an NVRM Xid are skipped."""
+    events = []
+    for line in lines or []:
+        match = _XID_LINE.search(line if isinstance(line, str) else "")
+        if match:
+            domain, bus, device, xid, text = match.groups()
+            events.append(((int(domain, 16), int(bus, 16), int(device, 16)), int(xid), (text or "").strip()))
+    return events
+
+
+def _pci_key(bus_id):
+    """(domain, bus, device) of a GPU's pci_bus_id ("00000000:3B:00.0"), or None."""
+    match = re.match(r"^([0-9A-Fa-f]{4,8}):([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})", bus_id or "")
+    return tuple(int(part, 16) for part in match.groups()) if match else None
+
+
+def _check_xids(gpu, probes, limits, out):
+    """Critical Xids in the kernel log since boot (the node probe's ``kernel_xids``: its source and the Xid lines),
+    each once per GPU with its count and last message. Not evaluated where the caller read no kernel log (no
+    ``kernel_xids``: the metrics collector, the driver role's verify); not checked, and said so, where the node's
+    kernel log could not be read."""
+    if not limits["critical_xids"] or "kernel_xids" not in probes:
+        return
+    log = probes.get("kernel_xids") or {}
+    if not log.get("source"):
+        out.not_checked("kernel log for Xids (%s)" % (log.get("error") or "no source"), "node")
+        return
+    labels = dict((_pci_key(device.get("pci_bus_id")), "GPU%s" % device.get("index")) for device in gpu.get("devices") or [])
+    seen = {}
+    for pci, xid, text in xid_events(log.get("lines")):
+        if xid in limits["critical_xids"]:
+            count, _text = seen.get((pci, xid), (0, ""))
+            seen[(pci, xid)] = (count + 1, text)
+    for (pci, xid), (count, text) in sorted(seen.items()):
+        where = labels.get(pci) or "PCI %04x:%02x:%02x" % pci
+        out.failures.append("%s: Xid %d%s since boot (%s)" % (where, xid, " (%d times)" % count if count > 1 else "",
+                                                             text or "no message"))
+
+
 def gpufleet_node_health(gpu, probes=None, thresholds=None):
     """``{"failures": [...], "warnings": [...]}`` for one node, from its gpu facts, probes and health thresholds."""
     if not isinstance(gpu, dict) or "state" not in gpu:
@@ -318,6 +375,7 @@ def gpufleet_node_health(gpu, probes=None, thresholds=None):
     out = _Assessment()
     if gpu["state"] != "ok" and not _only_pci_short(gpu):
         out.failures.append("driver: %s (%s)" % (gpu["state"], gpu.get("message") or "no message"))
+        _check_xids(gpu, probes, limits, out)   # a GPU off the bus leaves its Xid 79 behind
         return out.result()
     topology = gpu.get("topology") or {}
     _check_count(gpu, limits, out)
@@ -336,6 +394,7 @@ def gpufleet_node_health(gpu, probes=None, thresholds=None):
         _check_clocks(device, label, limits, out)
         _check_pcie(device, label, limits, out)
         _check_compute_mode(device, label, limits, out)
+    _check_xids(gpu, probes, limits, out)
     if topology.get("nvswitch"):
         active = probes.get("fabricmanager_active")
         if active is False:

@@ -70,3 +70,45 @@ def test_monitoring_reports_the_service_and_the_file_age(probe, tmp_path, monkey
     assert probe.monitoring()["active"] is True
     os.remove(textfile)
     assert probe.monitoring()["textfile_age_s"] is None
+
+
+class Ran:
+    """What subprocess.run gives the probe: exit status, output and error text."""
+
+    def __init__(self, returncode, stdout="", stderr=""):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+# Kernel log lines as journalctl -k -o short-iso prints them; the Xid lines in the driver's form (NVIDIA's Xid
+# catalog: "NVRM: Xid (PCI:0000:01:00): 79, pid=1122, GPU has fallen off the bus.").
+JOURNAL = """2026-12-04T10:00:01+0000 node7 kernel: Linux version 6.8.0-49-generic (buildd@lcy02-amd64-103)
+2026-12-04T10:00:09+0000 node7 kernel: nvidia-nvlink: Nvlink Core is being initialized, major device number 234
+2026-12-05T03:12:44+0000 node7 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1122, name=python, GPU has fallen off the bus.
+2026-12-05T03:12:44+0000 node7 kernel: NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.
+"""
+
+
+@pytest.mark.parametrize("answers, expected", [
+    # the journal shows kernel messages: its Xid lines
+    ({"journalctl": Ran(0, JOURNAL)},
+     {"source": "journal", "lines": [JOURNAL.splitlines()[2]], "lines_total": 1, "error": None}),
+    # a container's journal has no kernel messages ("-- No entries --" without -q): the ring buffer instead
+    ({"journalctl": Ran(0, "-- No entries --\n"), "dmesg": Ran(0, "[    0.000000] Linux version 6.8.0\n")},
+     {"source": "dmesg", "lines": [], "lines_total": 0, "error": None}),
+    # neither can be read: no source, and why, so that the gate says it could not look
+    ({"journalctl": Ran(0, ""), "dmesg": Ran(1, "", "dmesg: read kernel buffer failed: Operation not permitted\n")},
+     {"source": None, "lines": [], "lines_total": 0,
+      "error": "journalctl: no kernel messages; dmesg: read kernel buffer failed: Operation not permitted"}),
+    ({}, {"source": None, "lines": [], "lines_total": 0, "error": "journalctl did not run; dmesg did not run"}),
+])
+def test_kernel_xids(probe, monkeypatch, answers, expected):
+    monkeypatch.setattr(probe, "run", lambda argv, timeout=20: answers.get(argv[0]))
+    assert probe.kernel_xids() == expected
+
+
+def test_kernel_xids_keeps_the_newest_lines(probe, monkeypatch):
+    storm = "".join("[%d.0] NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception %d\n" % (n, n) for n in range(1500))
+    monkeypatch.setattr(probe, "run", lambda argv, timeout=20: Ran(0, storm))
+    found = probe.kernel_xids()
+    assert (found["lines_total"], len(found["lines"])) == (1500, probe.XID_LINES_KEPT)
+    assert found["lines"][-1].endswith("Graphics Exception 1499")

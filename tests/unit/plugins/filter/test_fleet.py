@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.node.plugins.filter import fleet
 from ansible_collections.gpufleet.node.plugins.filter.fleet import (
     THRESHOLDS, gpufleet_health_thresholds, gpufleet_node_health, gpufleet_report_node, gpufleet_topology_svg,
     gpufleet_version_drift, metrics_endpoint, metrics_note, runtime_line)
@@ -575,3 +576,55 @@ def test_the_gates_on_emulated_hardware(emulated_node, monkeypatch, backend, pro
     if profile.startswith("hgx"):
         root, bonds = parse(gpufleet_topology_svg(gpu))
         assert root.get("data-switch") == "true" and [b for _c, _a, b, _n in bonds] == ["NVSwitch"] * 8
+
+
+# Xid lines as the driver writes them to the kernel log (NVIDIA's Xid catalog; journalctl -k and dmesg forms).
+XID_79 = "2026-12-05T03:12:44+0000 node7 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1122, name=python, GPU has fallen off the bus."
+XID_48 = "[ 8812.441] NVRM: Xid (PCI:0000:1c:00): 48, pid=2217, name=torchrun, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 1, subpartition 0."
+XID_13 = "[ 9000.120] NVRM: Xid (PCI:0000:1c:00.0): 13, pid=2217, name=torchrun, Graphics Exception: ESR 0x50df30=0x4c0e0f 0x50df34=0x20"
+
+
+def test_xid_events_reads_the_drivers_lines_only():
+    assert fleet.xid_events([XID_79, "NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.", XID_13, None]) == [
+        ((0, 0x3b, 0), 79, "pid=1122, name=python, GPU has fallen off the bus."),
+        ((0, 0x1c, 0), 13, "pid=2217, name=torchrun, Graphics Exception: ESR 0x50df30=0x4c0e0f 0x50df34=0x20")]
+
+
+def xid_probe(*lines, source="journal"):
+    return {"kernel_xids": {"source": source, "lines": list(lines), "lines_total": len(lines), "error": None}}
+
+
+def test_critical_xids_fail_the_gpu_they_name():
+    gpu = healthy()
+    gpu["devices"][0]["pci_bus_id"], gpu["devices"][1]["pci_bus_id"] = "00000000:1C:00.0", "00000000:3B:00.0"
+    health = gpufleet_node_health(gpu, xid_probe(XID_48, XID_13, XID_48, XID_79))
+    assert health["failures"] == [
+        "GPU0: Xid 48 (2 times) since boot (pid=2217, name=torchrun, An uncorrectable double bit error (DBE) has been "
+        "detected on GPU in the framebuffer at partition 1, subpartition 0.)",
+        "GPU1: Xid 79 since boot (pid=1122, name=python, GPU has fallen off the bus.)"]
+    # 13 (an application's fault) is not critical by default; the list is the user's to change, [] turns it off
+    assert gpufleet_node_health(gpu, xid_probe(XID_13))["failures"] == []
+    assert len(gpufleet_node_health(gpu, xid_probe(XID_13), {"gpufleet_health_critical_xids": "13"})["failures"]) == 1
+    assert gpufleet_node_health(gpu, xid_probe(XID_79), {"gpufleet_health_critical_xids": []})["failures"] == []
+
+
+def test_an_xid_of_a_gpu_the_driver_lost_is_named_by_its_address():
+    gpu = dict(healthy(), state="gpu_lost", message="GPU 00000000:3B:00.0 is lost")
+    assert gpufleet_node_health(gpu, xid_probe(XID_79))["failures"] == [
+        "driver: gpu_lost (GPU 00000000:3B:00.0 is lost)",
+        "PCI 0000:3b:00: Xid 79 since boot (pid=1122, name=python, GPU has fallen off the bus.)"]
+
+
+def test_a_kernel_log_that_cannot_be_read_is_said():
+    unread = {"kernel_xids": {"source": None, "lines": [], "lines_total": 0,
+                              "error": "journalctl: no kernel messages; dmesg: Operation not permitted"}}
+    assert gpufleet_node_health(healthy(), unread) == {"failures": [], "warnings": [
+        "kernel log for Xids (journalctl: no kernel messages; dmesg: Operation not permitted) not reported (node): not checked"]}
+    # a caller that read no kernel log (no kernel_xids) is not told it did not
+    assert gpufleet_node_health(healthy(), {}) == {"failures": [], "warnings": []}
+
+
+@pytest.mark.parametrize("value", [["79", "x"], [0], "79,-1", [True], {"79": 1}])
+def test_critical_xids_must_be_xid_numbers(value):
+    with pytest.raises(AnsibleFilterError, match="gpufleet_health_critical_xids must be a list of Xid numbers"):
+        gpufleet_health_thresholds({"critical_xids": value})
