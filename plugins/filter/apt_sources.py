@@ -2,9 +2,11 @@
 # Copyright: gpufleet.node contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The archive's entries in apt's source files, one-line (``sources.list``) or deb822 (``*.sources``): their
-components (``apt_source_components``) and their mirror (``apt_source_mirror``).
+components (``apt_source_components``) and their mirror (``apt_source_mirror``); and the pattern that finds a
+repository's entries however a file writes its URI (``apt_source_uri_pattern``).
 
-The filters are documented beside this file, in ``apt_source_components.yml`` and ``apt_source_mirror.yml``.
+The filters are documented beside this file, in ``apt_source_components.yml``, ``apt_source_mirror.yml`` and
+``apt_source_uri_pattern.yml``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -207,6 +209,26 @@ def apt_source_mirror(text, release, uri, signed_by="", deb822=None):
     return {"content": content, "entries": entries}
 
 
+# dpkg's architecture names, as a repository URI may carry one in a path segment (NVIDIA's container toolkit
+# repository: <url>/stable/deb/amd64/), where a source file may write apt's $(ARCH) instead (sources.list(5)).
+DPKG_ARCHITECTURES = ("amd64", "arm64", "armhf", "armel", "i386", "ppc64el", "s390x", "riscv64")
+
+
+def apt_source_uri_pattern(uri):
+    """A regular expression that finds ``uri`` in apt source files as they may write it: with or without its
+    trailing slash, and with apt's ``$(ARCH)`` in place of a path segment that is a dpkg architecture (NVIDIA's own
+    list line for its container toolkit is ``deb [signed-by=...] <url>/stable/deb/$(ARCH) /``), followed by white
+    space or the end."""
+    if not isinstance(uri, str) or not re.match(r"^(https?|file)://\S+$", uri):
+        raise AnsibleFilterError("apt_source_uri_pattern needs a repository URL (http://, https:// or file://); got %r"
+                                 % (uri,))
+    parts = []
+    for segment in uri.rstrip("/").split("/"):
+        escaped = re.escape(segment)
+        parts.append("(?:%s|\\$\\(ARCH\\))" % escaped if segment in DPKG_ARCHITECTURES else escaped)
+    return "/".join(parts) + "/?(?:\\s|$)"
+
+
 class FilterModule(object):
     """gpufleet.node apt source filters."""
 
@@ -214,4 +236,5 @@ class FilterModule(object):
         return {
             "apt_source_components": apt_source_components,
             "apt_source_mirror": apt_source_mirror,
+            "apt_source_uri_pattern": apt_source_uri_pattern,
         }

@@ -23,6 +23,14 @@ def test_one_signed_flat_source(host):
     assert "Signed-By: /etc/apt/keyrings/gpufleet-nvidia-container-toolkit.gpg" in source
 
 
+def test_nvidias_own_list_line_gave_way_to_the_role_entry(host):
+    # prepare.yml planted NVIDIA's guide's list line (its URI with apt's $(ARCH), another signed-by): the role found
+    # it as the same repository and removed it, so apt has one entry and works.
+    assert not host.file("/etc/apt/sources.list.d/nvidia-container-toolkit.list").exists
+    policy = host.run("apt-cache policy nvidia-container-toolkit")
+    assert policy.rc == 0 and "Conflicting values" not in policy.stderr, policy.stderr
+
+
 def test_upgrade_guard(host):
     guard = host.file("/etc/apt/apt.conf.d/52gpufleet-nvidia-container-toolkit").content_string
     assert '"^nvidia\\-container\\-toolkit$";' in guard

@@ -13,7 +13,8 @@ import re
 import pytest
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.node.plugins.filter.apt_sources import apt_source_components, apt_source_mirror
+from ansible_collections.gpufleet.node.plugins.filter.apt_sources import (
+    apt_source_components, apt_source_mirror, apt_source_uri_pattern)
 
 DRIVER = ["main", "contrib", "non-free", "non-free-firmware"]
 
@@ -186,3 +187,35 @@ def test_mirror_leaves_other_releases_and_third_parties_alone(text):
 def test_mirror_refuses_what_is_not_a_url_or_a_keyring_path(uri, signed_by):
     with pytest.raises(AnsibleFilterError):
         apt_source_mirror(DEBIAN_CONTAINER, "bookworm", uri, signed_by)
+
+
+# NVIDIA's install guide for the container toolkit writes this list file (nvidia-container-toolkit.list); apt
+# expands $(ARCH), so it is the repository the role adds as <url>/stable/deb/amd64/ (sources.list(5)).
+NVIDIA_TOOLKIT_LIST = ("deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] "
+                       "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /\n")
+TOOLKIT = "https://nvidia.github.io/libnvidia-container/stable/deb/amd64/"
+
+
+@pytest.mark.parametrize("text, found", [
+    (NVIDIA_TOOLKIT_LIST, True),
+    ("# the guide's line, kept by hand\n" + NVIDIA_TOOLKIT_LIST, True),
+    ("deb [signed-by=/etc/apt/keyrings/x.gpg] https://nvidia.github.io/libnvidia-container/stable/deb/amd64 /\n", True),
+    ("Types: deb\nURIs: https://nvidia.github.io/libnvidia-container/stable/deb/amd64/\nSuites: /\n", True),
+    ("Types: deb\nURIs: https://nvidia.github.io/libnvidia-container/stable/deb/amd64", True),
+    # another architecture's path, another repository under the same prefix, another host
+    ("deb https://nvidia.github.io/libnvidia-container/stable/deb/arm64 /\n", False),
+    ("deb https://nvidia.github.io/libnvidia-container/stable/deb/amd64-extra /\n", False),
+    ("deb https://nvidia.github.io/libnvidia-container/experimental/deb/$(ARCH) /\n", False),
+    ("deb https://example.org/nvidia.github.io/libnvidia-container/stable/deb/amd64 /\n", False),
+])
+def test_apt_source_uri_pattern_finds_the_repository_however_written(text, found):
+    assert (re.search(apt_source_uri_pattern(TOOLKIT), text) is not None) is found
+
+
+def test_apt_source_uri_pattern_without_an_architecture_segment():
+    cuda = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/"
+    pattern = apt_source_uri_pattern(cuda)
+    assert re.search(pattern, "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] %s /\n" % cuda)
+    assert not re.search(pattern, "deb %s /\n" % cuda.replace("ubuntu2204", "ubuntu2404"))
+    with pytest.raises(AnsibleFilterError, match="needs a repository URL"):
+        apt_source_uri_pattern("nvidia.github.io/libnvidia-container")
