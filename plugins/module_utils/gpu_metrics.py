@@ -14,7 +14,7 @@ Names and labels follow NVIDIA's dcgm-exporter, so that its dashboards and alert
   ``etc/default-counters.csv`` and ``etc/dcp-metrics-included.csv`` (name, Prometheus type, help text), and for the
   fields those files do not list the field identifiers of DCGM's ``dcgm_fields.h`` as NVIDIA's Go bindings carry them
   (github.com/NVIDIA/go-dcgm, ``pkg/dcgm/const_fields.go``: DCGM_FI_DEV_ENFORCED_POWER_LIMIT 164,
-  DCGM_FI_DEV_CLOCKS_EVENT_REASONS 112, DCGM_FI_DEV_ROW_REMAP_PENDING 396, DCGM_FI_DEV_RETIRED_PENDING 393);
+  DCGM_FI_DEV_CLOCKS_EVENT_REASONS 112, DCGM_FI_DEV_ROW_REMAP_PENDING 396, DCGM_FI_DEV_RETIRED_PENDING 392);
 * labels are those of dcgm-exporter's GPU template (``internal/pkg/rendermetrics/render_metrics.go``,
   ``gpuMetricsFormat``): ``gpu`` (the index), ``UUID``, ``pci_bus_id``, ``device`` (``nvidia<index>``, as its
   collectors set ``GPUDevice``), ``modelName``, ``Hostname`` when known, then label fields such as
