@@ -322,10 +322,23 @@ def count_problem(facts, inventory):
     return None
 
 
+def nvswitch_evidence(pci, devices, nvlink):
+    """Whether the node has NVSwitches, from any evidence: an NVSwitch on the PCI bus (gen 2, 10de:1af1, A100; gen
+    3, 10de:22a3, H100), a GPU that reports a fabric state (NVML and -q -x answer NOT_SUPPORTED / N/A where no
+    fabric exists; the 4th generation of HGX B200/B300 sits behind the GPUs' NVLink with no PCI function), or an
+    NVLink whose far end is a switch (NVML's remote device type)."""
+    if (pci or {}).get("nvswitches"):
+        return True
+    if any((device.get("fabric") or {}).get("state") for device in devices or []):
+        return True
+    return any(link.get("remote_device_type") == "switch" for links in (nvlink or {}).values() for link in links)
+
+
 def conclude(facts, parts, problems, links, module_version, library_version):
     """The state and message, from the failures and the counts; and the summary."""
     summarise(facts)
     topology = facts["topology"]
+    topology["nvswitch"] = nvswitch_evidence(facts["pci"], facts["devices"], topology["nvlink"])
     if links is not None:
         topology["shape"] = shape(len(topology["gpus"]), links, topology["nvswitch"])
     for part, state, message in problems:

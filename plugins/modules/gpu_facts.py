@@ -473,7 +473,9 @@ ansible_facts:
               type: bool
               sample: true
             nvswitch:
-              description: Whether NVSwitches are on the PCI bus.
+              description: Whether the node has NVSwitches, from any evidence - NVSwitches on the PCI bus (gen 2
+                10de:1af1, gen 3 10de:22a3), a GPU reporting a fabric state, or an NVLink whose far end is a switch
+                (the 4th generation, HGX B200/B300, has no PCI function).
               type: bool
               sample: true
             shape:

@@ -546,3 +546,29 @@ def test_the_comparison_sees_a_difference(both_backends):
     assert compare_backends.differences(nvml_facts, smi_facts) == [
         "gpu.devices[2].temperature_c: nvml=%d nvidia_smi=%d" % temperatures,
         "gpu.topology.matrix.GPU0.GPU1: nvml='NV4' nvidia_smi='NV2'"]
+
+
+@pytest.mark.parametrize("pci, devices, nvlink, expected", [
+    ({"nvswitches": 4}, [], {}, True),                                           # gen 3 on the PCI bus (H100)
+    ({"nvswitches": 0}, [{"fabric": {"state": "Completed", "status": "Success"}}], {}, True),
+    ({"nvswitches": 0}, [{"fabric": {"state": "In Progress", "status": None}}], {}, True),   # fabric manager down
+    ({"nvswitches": None}, [{"fabric": {"state": None, "status": None}}],
+     {"GPU0": [{"link": 0, "active": True, "remote_device_type": "switch"}]}, True),
+    # PCIe cards, NVLink pairs (the far end a GPU), -q -x without remote types: no NVSwitch
+    ({"nvswitches": 0}, [{"fabric": {"state": None, "status": None}}], {}, False),
+    ({"nvswitches": 0}, [{"fabric": None}], {"GPU0": [{"link": 0, "active": True, "remote_device_type": "gpu"}]}, False),
+    ({"nvswitches": 0}, [{}], {"GPU0": [{"link": 0, "active": True, "remote_device_type": None}]}, False),
+])
+def test_nvswitches_from_any_evidence(pci, devices, nvlink, expected):
+    # The 4th-generation NVSwitch of HGX B200/B300 has no PCI function: its GPUs' fabric state and their NVLinks'
+    # far ends say it is there (NVIDIA's Fabric Manager guide).
+    assert gpu_inventory.nvswitch_evidence(pci, devices, nvlink) is expected
+
+
+def test_a_switch_fabric_without_pci_switches_is_an_nvswitch_node(both_backends, tmp_path, monkeypatch):
+    # An HGX H100 whose NVSwitches are not on the PCI bus (as on HGX B200): the GPUs' fabric state still says so.
+    real_read_pci = gpu_inventory.read_pci
+    monkeypatch.setattr(gpu_inventory, "read_pci", lambda path: dict(real_read_pci(path), nvswitches=0))
+    for facts in both_backends("hgx-h100-8gpu"):
+        assert facts["pci"]["nvswitches"] == 0 and facts["topology"]["nvswitch"] is True, facts["source"]
+        assert facts["topology"]["shape"].endswith("(NVSwitch)"), facts["topology"]["shape"]
