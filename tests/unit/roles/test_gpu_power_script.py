@@ -179,3 +179,20 @@ def test_the_record_says_applied_only_for_what_ran(power):
     assert partly["actions"] == [["-i", "00000000:64:00.0", "-lgc", "1200,1980"]]
     assert power.record_of(partly, previous, ran=False) == previous
     assert power.record_of(partly, previous, ran=True)["00000000:64:00.0"]["locked_clocks_mhz"] == [1200, 1980]
+
+
+@pytest.mark.parametrize("rc, out, err, why", [
+    (0, "Power limit for GPU 00000000:53:00.0 was set to 500.00 W from 700.00 W.\nAll done.\n", "", None),
+    (0, 'GPU clocks set to "(gpuClkMin 1200, gpuClkMax 1980)" for GPU 00000000:53:00.0\nAll done.\n', "", None),
+    # A GPU that does not support the setting: nvidia-smi exits 0 (a laptop RTX 4050 with -pl; Pascal with -lgc)
+    (0, "Changing power management limit is not supported for GPU: 00000000:01:00.0.\nTreating as warning and moving "
+        "on.\nAll done.\n", "",
+     "not applied: Changing power management limit is not supported for GPU: 00000000:01:00.0."),
+    (0, "Setting locked GPU clocks is not supported for GPU 00000000:01:00.0.\nTreating as warning and moving on.\n"
+        "All done.\n", "", "not applied: Setting locked GPU clocks is not supported for GPU 00000000:01:00.0."),
+    (4, "", "Failed to set power management limit for GPU 00000000:01:00.0: Insufficient Permissions\n",
+     "exit 4: Failed to set power management limit for GPU 00000000:01:00.0: Insufficient Permissions"),
+    (0, "", "", 'no "All done.": '),
+])
+def test_a_setting_is_applied_only_when_nvidia_smi_says_so(power, rc, out, err, why):
+    assert power.refusal(rc, out, err) == why
