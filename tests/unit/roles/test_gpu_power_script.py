@@ -50,10 +50,16 @@ def test_plan_sets_only_what_differs(power):
     assert "00000000:01:00.0" not in result["gpus"]
 
 
-def test_plan_compares_with_gpu_facts_first(power):
-    result = power.plan(power.parse_gpus(GPUS_CSV), {}, {"power_limits_w": {H100: 500}},
-                        current={"00000000:53:00.0": 500.0, "00000000:64:00.0": 650.0})
-    assert result["actions"] == [["-i", "00000000:64:00.0", "-pl", "500"]]
+def at(gpus, limits):
+    """The GPUs with nvidia-smi's power.limit (the requested limit) as given per bus id."""
+    return [dict(gpu, power_limit_w=limits.get(gpu["bus_id"], gpu["power_limit_w"])) for gpu in gpus]
+
+
+def test_plan_compares_with_the_requested_limit(power):
+    # power.limit is what -pl last requested: 500 on GPU 1 already; the enforced limit (gpu_facts' power_limit_w,
+    # the lowest of all limiters) may be lower under a BMC cap and is not compared, else every run would set again.
+    result = power.plan(power.parse_gpus(GPUS_CSV), {}, {"power_limits_w": {H100: 500}})
+    assert result["actions"] == [["-i", "00000000:53:00.0", "-pl", "500"]]
 
 
 def test_plan_refuses_a_limit_outside_the_range_and_changes_nothing(power):
@@ -121,16 +127,14 @@ LOCKED_500 = {"index": 0, "model": H100, "power_limit_w": 500.0, "locked_clocks_
 def test_clocks_no_longer_asked_for_are_unlocked(power):
     gpus = power.parse_gpus(GPUS_CSV)[:1]
     record = {"00000000:53:00.0": LOCKED_500}
-    result = power.plan(gpus, {}, {"power_limits_w": {H100: 500}}, previous=record,
-                        current={"00000000:53:00.0": 500.0})
+    result = power.plan(at(gpus, {"00000000:53:00.0": 500.0}), {}, {"power_limits_w": {H100: 500}}, previous=record)
     assert result["actions"] == [["-i", "00000000:53:00.0", "-rgc"]] and result["changed"]
     assert result["gpus"]["00000000:53:00.0"] == dict(LOCKED_500, locked_clocks_mhz=None)
     # idle GPUs only, unless forced, as for the other settings
     busy = {"00000000:53:00.0": ["4242"]}
-    left = power.plan(gpus, busy, {"power_limits_w": {H100: 500}}, previous=record, current={"00000000:53:00.0": 500.0})
+    left = power.plan(at(gpus, {"00000000:53:00.0": 500.0}), busy, {"power_limits_w": {H100: 500}}, previous=record)
     assert left["actions"] == [] and left["gpus"]["00000000:53:00.0"] == dict(LOCKED_500, state="busy")
-    forced = power.plan(gpus, busy, {"power_limits_w": {H100: 500}, "force": True}, previous=record,
-                        current={"00000000:53:00.0": 500.0})
+    forced = power.plan(at(gpus, {"00000000:53:00.0": 500.0}), busy, {"power_limits_w": {H100: 500}, "force": True}, previous=record)
     assert forced["actions"] == [["-i", "00000000:53:00.0", "-rgc"]]
 
 
@@ -138,21 +142,21 @@ def test_a_limit_no_longer_asked_for_goes_back_to_the_default_limit(power):
     gpus = power.parse_gpus(GPUS_CSV)[:1]
     record = {"00000000:53:00.0": LOCKED_500}
     clocks_only = {"locked_clocks_mhz": {H100: [1200, 1980]}}
-    result = power.plan(gpus, {}, clocks_only, previous=record, current={"00000000:53:00.0": 500.0})
+    result = power.plan(at(gpus, {"00000000:53:00.0": 500.0}), {}, clocks_only, previous=record)
     assert result["actions"] == [["-i", "00000000:53:00.0", "-pl", "700"]]
     assert result["gpus"]["00000000:53:00.0"] == dict(LOCKED_500, power_limit_w=None)
     # at the default already (a reboot since): nothing to do
-    assert power.plan(gpus, {}, clocks_only, previous=record, current={"00000000:53:00.0": 700.0})["actions"] == []
+    assert power.plan(at(gpus, {"00000000:53:00.0": 700.0}), {}, clocks_only, previous=record)["actions"] == []
     # a limit the role never set (no record of one) is not the role's to reset
     never = {"00000000:53:00.0": dict(LOCKED_500, power_limit_w=None)}
-    assert power.plan(gpus, {}, clocks_only, previous=never, current={"00000000:53:00.0": 500.0})["actions"] == []
+    assert power.plan(at(gpus, {"00000000:53:00.0": 500.0}), {}, clocks_only, previous=never)["actions"] == []
 
 
 def test_a_model_removed_from_both_maps_is_undone_and_leaves_the_record(power):
     gpus = power.parse_gpus(GPUS_CSV)[:1]
     record = {"00000000:53:00.0": LOCKED_500}
     other = {"power_limits_w": {"NVIDIA A100-SXM4-80GB": 300}}
-    result = power.plan(gpus, {}, other, previous=record, current={"00000000:53:00.0": 500.0})
+    result = power.plan(at(gpus, {"00000000:53:00.0": 500.0}), {}, other, previous=record)
     assert result["actions"] == [["-i", "00000000:53:00.0", "-pl", "700"], ["-i", "00000000:53:00.0", "-rgc"]]
     assert result["gpus"] == {}
     assert power.record_of(result, record, ran=True) == {}
@@ -168,14 +172,12 @@ def test_the_record_says_applied_only_for_what_ran(power):
     first = power.plan(gpus, {}, settings)
     assert power.record_of(first, {}, ran=False) == {}
     assert power.record_of(first, {}, ran=True) == first["gpus"]
-    later = power.plan(gpus, {}, settings, previous=power.record_of(first, {}, ran=False),
-                       current={"00000000:53:00.0": 500.0, "00000000:64:00.0": 500.0})
+    later = power.plan(at(gpus, {"00000000:53:00.0": 500.0, "00000000:64:00.0": 500.0}), {}, settings, previous=power.record_of(first, {}, ran=False))
     assert ["-i", "00000000:53:00.0", "-lgc", "1200,1980"] in later["actions"]
     assert ["-i", "00000000:64:00.0", "-lgc", "1200,1980"] in later["actions"]
     # a GPU with nothing to do is recorded from the plan, one with actions keeps its previous entry
     previous = {"00000000:53:00.0": LOCKED_500, "00000000:64:00.0": dict(LOCKED_500, index=1, locked_clocks_mhz=None)}
-    partly = power.plan(gpus, {}, settings, previous=previous,
-                        current={"00000000:53:00.0": 500.0, "00000000:64:00.0": 500.0})
+    partly = power.plan(at(gpus, {"00000000:53:00.0": 500.0, "00000000:64:00.0": 500.0}), {}, settings, previous=previous)
     assert partly["actions"] == [["-i", "00000000:64:00.0", "-lgc", "1200,1980"]]
     assert power.record_of(partly, previous, ran=False) == previous
     assert power.record_of(partly, previous, ran=True)["00000000:64:00.0"]["locked_clocks_mhz"] == [1200, 1980]
