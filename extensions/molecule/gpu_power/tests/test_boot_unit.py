@@ -7,7 +7,10 @@ def test_unit_is_enabled_and_runs_the_script_on_the_config(host):
     assert unit.mode == 0o644 and unit.user == "root"
     text = unit.content_string
     assert "Type=oneshot" in text and "RemainAfterExit=yes" in text
-    assert "After=nvidia-persistenced.service" in text and "WantedBy=multi-user.target" in text
+    assert "After=nvidia-persistenced.service" in text
+    # applied again when the driver is reloaded without a reboot (the daemon stops and starts around it)
+    assert "PartOf=nvidia-persistenced.service" in text and "WantedBy=multi-user.target nvidia-persistenced.service" in text
+    assert host.file("/etc/systemd/system/nvidia-persistenced.service.wants/gpufleet-gpu-power.service").is_symlink
     assert ("ExecStart=/usr/bin/python3 /usr/local/sbin/gpufleet-gpu-power apply --config /etc/gpufleet/gpu-power.json "
             "--boot") in text
     assert host.service("gpufleet-gpu-power.service").is_enabled
