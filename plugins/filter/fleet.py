@@ -362,8 +362,8 @@ def _check_xids(gpu, probes, limits, out):
             seen[(pci, xid)] = (count + 1, text)
     for (pci, xid), (count, text) in sorted(seen.items()):
         where = labels.get(pci) or "PCI %04x:%02x:%02x" % pci
-        out.failures.append("%s: Xid %d%s since boot (%s)" % (where, xid, " (%d times)" % count if count > 1 else "",
-                                                             text or "no message"))
+        times = " (%d times)" % count if count > 1 else ""
+        out.failures.append("%s: Xid %d%s since boot (%s)" % (where, xid, times, text or "no message"))
 
 
 def gpufleet_node_health(gpu, probes=None, thresholds=None):

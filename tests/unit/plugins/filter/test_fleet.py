@@ -580,7 +580,8 @@ def test_the_gates_on_emulated_hardware(emulated_node, monkeypatch, backend, pro
 
 # Xid lines as the driver writes them to the kernel log (NVIDIA's Xid catalog; journalctl -k and dmesg forms).
 XID_79 = "2026-12-05T03:12:44+0000 node7 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1122, name=python, GPU has fallen off the bus."
-XID_48 = "[ 8812.441] NVRM: Xid (PCI:0000:1c:00): 48, pid=2217, name=torchrun, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 1, subpartition 0."
+XID_48 = ("[ 8812.441] NVRM: Xid (PCI:0000:1c:00): 48, pid=2217, name=torchrun, An uncorrectable double bit error (DBE) "
+          "has been detected on GPU in the framebuffer at partition 1, subpartition 0.")
 XID_13 = "[ 9000.120] NVRM: Xid (PCI:0000:1c:00.0): 13, pid=2217, name=torchrun, Graphics Exception: ESR 0x50df30=0x4c0e0f 0x50df34=0x20"
 
 
