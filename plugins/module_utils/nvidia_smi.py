@@ -590,8 +590,8 @@ def _remapped_rows(gpu):
 # to the names of nvmlDeviceGpuRecoveryAction_t (nvml.RECOVERY_ACTIONS). No capture with an action other than
 # "None" was found: the words are NVIDIA's Xid catalog's ("GPU Reset Required", "Node Reboot Required", "Drain
 # P2P", "Drain and Reset") and those of the enum.
-_RECOVERY_ACTION_WORDS = (("imex", "recover_imex_domain"), ("p2p", "drain_p2p"), ("drain", "drain_and_reset"),
-                          ("reboot", "node_reboot"), ("reset", "gpu_reset"))
+_RECOVERY_ACTION_WORDS = ((("imex",), "recover_imex_domain"), (("drain", "p2p"), "drain_p2p"),
+                          (("drain", "reset"), "drain_and_reset"), (("reboot",), "node_reboot"), (("reset",), "gpu_reset"))
 # What the element holds where no action is reported.
 _NO_ACTION_TEXTS = ("", "n/a", "not supported", "requested functionality has been deprecated", "unknown error")
 
@@ -606,8 +606,8 @@ def _recovery_action(gpu):
         return None
     if words == "none":
         return "none"
-    for word, name in _RECOVERY_ACTION_WORDS:
-        if word in words:
+    for needed, name in _RECOVERY_ACTION_WORDS:
+        if all(word in words for word in needed):
             return name
     return "unknown (%s)" % text
 

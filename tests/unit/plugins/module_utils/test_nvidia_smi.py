@@ -475,6 +475,7 @@ def test_reset_status_and_recovery_action():
                             ("Drain P2P", ("drain_p2p", None, None)),
                             ("Recover IMEX Domain", ("recover_imex_domain", None, None)),
                             ("Quarantine", ("unknown (Quarantine)", None, None)),
+                            ("Drain", ("unknown (Drain)", None, None)),   # not guessed as drain and reset
                             ("N/A", (None, None, None))):
         gpu = only_gpu(replace_once(newer, "<gpu_recovery_action>None<", "<gpu_recovery_action>%s<" % words))
         assert (gpu["recovery_action"], gpu["reset_required"], gpu["drain_and_reset_recommended"]) == expected, words
