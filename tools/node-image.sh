@@ -119,9 +119,9 @@ build() {
   fi
   ctx=$(mktemp -d)
   write_sources "$os" "$mirror" "$ctx"
-  cp "$ROOT/tools/node-image/Dockerfile" "$ctx/"
+  cp "$ROOT"/tools/node-image/{Dockerfile,gpufleet_zipcache.py,gpufleet-zipcache.pth} "$ctx/"
   rootfs_key=$( (dpkg-query -W -f '${Version}\n' debootstrap; printf '%s\n' "${args[@]}") | sha256sum | cut -c1-12)
-  key=$( (echo "$rootfs_key"; cd "$ctx" && cat Dockerfile sources.list debian.sources ubuntu.sources) | sha256sum | cut -c1-12)
+  key=$( (echo "$rootfs_key"; cd "$ctx" && cat Dockerfile gpufleet_zipcache.py gpufleet-zipcache.pth sources.list debian.sources ubuntu.sources) | sha256sum | cut -c1-12)
   image="$IMAGE_REPO:$os-$key" base="$IMAGE_REPO:base-$os-$rootfs_key" rootfs_tar="$IMAGE_CACHE/rootfs-$os-$rootfs_key.tar"
 
   if docker image inspect "$image" >/dev/null 2>&1; then

@@ -132,7 +132,9 @@ def test_every_branch_offered_has_a_lifecycle():
     for facts in (UBUNTU_22, DEBIAN_12, facts_for("Ubuntu", "24.04")):
         for source, data in driver(facts, "__nvidia_driver_sources").items():
             assert set(data["branches"]) <= set(lifecycle), (facts["distribution_version"], source)
-    assert lifecycle["535"]["end_of_life"] == "June 2026"
+    # NVIDIA's "Supported Drivers and CUDA Toolkit Versions" (data center drivers, editions 615 and 620).
+    assert {branch: lifecycle[branch]["end_of_life"] for branch in ("535", "580", "595")} == {
+        "535": "June 2026", "580": "June 2028", "595": "March 2027"}
     assert driver(UBUNTU_22, "__nvidia_driver_current_branch") in lifecycle
 
 
