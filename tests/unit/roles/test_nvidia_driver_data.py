@@ -2,8 +2,9 @@
 the role renders it (Ubuntu's archives cannot be installed from here, so this is where Ubuntu's names are checked).
 Package names from Canonical's and NVIDIA's archives as listed in the project's reference notes."""
 import pytest
+import yaml
 
-from .platform import facts_for, render
+from .platform import ROLES, facts_for, render
 
 UBUNTU_22 = dict(facts_for("Ubuntu", "22.04"), kernel="5.15.0-204-generic")
 DEBIAN_12 = facts_for("Debian", "12")
@@ -136,6 +137,21 @@ def test_every_branch_offered_has_a_lifecycle():
     assert {branch: lifecycle[branch]["end_of_life"] for branch in ("535", "580", "595")} == {
         "535": "June 2026", "580": "June 2028", "595": "March 2027"}
     assert driver(UBUNTU_22, "__nvidia_driver_current_branch") in lifecycle
+
+
+
+@pytest.mark.parametrize("branch, ended", [("535", True), ("550", True), ("570", True), ("580", False),
+                                           ("590", False), ("595", False), ("999", False)])
+def test_a_branch_past_its_end_of_life_is_told_by_the_controllers_clock(branch, ended):
+    """Read on 2026-12-05 or later (535 ended June 2026); 595 ends March 2027, 580 June 2028: this test will
+    need the data read again in 2027, as the role's warnings will."""
+    assert driver(UBUNTU_22, "__nvidia_driver_branch_ended", nvidia_driver_branch=branch) is ended
+
+
+def test_the_default_branch_is_the_current_long_term_support_branch():
+    defaults = yaml.safe_load((ROLES / "nvidia_driver" / "defaults" / "main.yml").read_text())
+    assert defaults["nvidia_driver_branch"] == driver(UBUNTU_22, "__nvidia_driver_current_branch") == "580"
+    assert driver(UBUNTU_22, "__nvidia_driver_branch_ended", nvidia_driver_branch=defaults["nvidia_driver_branch"]) is False
 
 
 # Ubuntu's unit, from nvidia-compute-utils-580-server 580.178.04-0ubuntu0.22.04.1 (jammy-updates restricted),
