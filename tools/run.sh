@@ -92,12 +92,12 @@ YAML
 # (the failing tasks and tests of each failed scenario), so the end of the output says what broke.
 # GPUFLEET_MOLECULE_LANES=N sets the number of lanes; 1 runs every scenario in the given order, output on stdout.
 #
-# Seconds each job took in a fresh-clone CI run of make test (2026-12-05, two lanes); a scenario not listed
-# counts as 200. Only the dealing depends on them.
+# Seconds each job took in two lanes on this kind of machine (2026-12-07, the code cache in the node images); a
+# scenario not listed counts as 200. Only the dealing depends on them.
 declare -A SCENARIO_SECONDS=(
-  [fleet]=772 [stack_ubuntu]=410 [container_toolkit]=409 [ubuntu_releases]=243 [gpu_monitoring]=233
-  [infra-repo]=223 [newest-core]=207 [nvidia_driver_cuda_repo]=202 [nvidia_driver_ubuntu]=198 [cuda_nccl]=189
-  [pytorch]=156 [nvidia_driver_debian]=118 [gpu_power]=95 [baseline]=92 [gpu_facts]=85
+  [fleet]=556 [container_toolkit]=313 [stack_ubuntu]=308 [ubuntu_releases]=223 [infra-repo]=173
+  [gpu_monitoring]=150 [newest-core]=144 [cuda_nccl]=144 [nvidia_driver_cuda_repo]=122 [pytorch]=117
+  [nvidia_driver_ubuntu]=115 [nvidia_driver_debian]=77 [gpu_power]=72 [baseline]=70 [gpu_facts]=54
 )
 # Lane jobs besides the Molecule scenarios, each run by the script of its name in tools/: infra-repo, the infra
 # repository of docs/infra-repo.md with its own Molecule scenario; newest-core, the newest ansible-core release.

@@ -139,7 +139,6 @@ def test_every_branch_offered_has_a_lifecycle():
     assert driver(UBUNTU_22, "__nvidia_driver_current_branch") in lifecycle
 
 
-
 @pytest.mark.parametrize("branch, ended", [("535", True), ("550", True), ("570", True), ("580", False),
                                            ("590", False), ("595", False), ("999", False)])
 def test_a_branch_past_its_end_of_life_is_told_by_the_controllers_clock(branch, ended):
