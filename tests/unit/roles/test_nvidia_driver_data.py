@@ -212,3 +212,68 @@ def test_nvidia_repository_names_fabric_manager_without_the_branch_from_580():
     forbid_580 = driver(UBUNTU_22, "__nvidia_driver_forbid", nvidia_driver_branch="580", **repo)
     assert "nvidia-fabricmanager-535" in forbid_580 and "nvidia-fabricmanager" not in forbid_580
     assert "nvidia-fabricmanager" in driver(UBUNTU_22, "__nvidia_driver_pin", nvidia_driver_branch="580", **repo)
+
+
+# NVIDIA's repository from 590 on (Driver Installation Guide, "Ubuntu 590 and later packages" and "Version locking
+# packages for Ubuntu / Debian"; NVIDIA/gpu-driver-container ubuntu26.04/install.sh): the branch is gone from the
+# package names, and a pinning package locks the branch or an exact version.
+CUDA_REPO = {"nvidia_driver_source": "cuda_repo"}
+
+
+@pytest.mark.parametrize("flavour, metapackage", [("server", "cuda-drivers"), ("open", "nvidia-open")])
+def test_nvidia_repository_from_590_installs_unversioned_names_through_the_pinning_package(flavour, metapackage):
+    settings = dict(CUDA_REPO, nvidia_driver_branch="595", nvidia_driver_flavour=flavour)
+    assert driver(UBUNTU_22, "__nvidia_driver_packages", **settings) == [
+        "nvidia-driver-pinning-595", "libnvidia-compute", metapackage]
+    assert driver(UBUNTU_22, "__nvidia_driver_main", **settings) == "libnvidia-compute"
+    assert driver(UBUNTU_22, "__nvidia_driver_fabricmanager_packages", **settings) == [
+        "nvidia-fabricmanager", "libnvidia-nscq"]
+    # An exact version is locked by the pinning package of that version.
+    assert driver(UBUNTU_22, "__nvidia_driver_packages", nvidia_driver_version="595.91.07", **settings)[0] == (
+        "nvidia-driver-pinning-595.91.07")
+
+
+def test_590_and_later_never_forbid_their_own_names():
+    """Up to 580 the unversioned cuda-drivers follows the newest branch and is never installed; from 590 it is the
+    branch's own metapackage, kept to the branch by the pin (1001) and the pinning package."""
+    forbid = driver(UBUNTU_22, "__nvidia_driver_forbid", nvidia_driver_branch="595", **CUDA_REPO)
+    pin = driver(UBUNTU_22, "__nvidia_driver_pin", nvidia_driver_branch="595", **CUDA_REPO)
+    own = {"cuda-drivers", "nvidia-open", "libnvidia-compute", "nvidia-utils", "nvidia-compute-utils",
+           "nvidia-dkms-open", "nvidia-kernel-common", "nvidia-fabricmanager", "libnvidia-nscq",
+           "nvidia-driver-pinning-595"}
+    assert own <= set(pin)
+    assert not own & set(forbid)
+    # Other branches stay out: their branch-named packages and their pinning packages.
+    assert {"cuda-drivers-580", "nvidia-utils-580", "nvidia-fabricmanager-535", "nvidia-driver-pinning-580",
+            "nvidia-driver-pinning-590"} <= set(forbid)
+    assert not any(set(name) & set("*?/{}[]^$") for name in pin + forbid)
+
+
+def test_up_to_580_the_names_carry_the_branch_as_before():
+    for branch in ("535", "580"):
+        settings = dict(CUDA_REPO, nvidia_driver_branch=branch)
+        assert driver(UBUNTU_22, "__nvidia_driver_packages", **settings) == ["cuda-drivers-" + branch]
+        assert driver(UBUNTU_22, "__nvidia_driver_pinning", **settings) == ""
+        forbid = driver(UBUNTU_22, "__nvidia_driver_forbid", **settings)
+        assert {"cuda-drivers", "nvidia-open", "nvidia-driver-pinning-595"} <= set(forbid)
+
+
+def test_preferences_pin_the_590_names_to_the_branch():
+    settings = dict(CUDA_REPO, nvidia_driver_branch="595", nvidia_driver_flavour="server", nvidia_driver_version="")
+    text = render("nvidia_driver", UBUNTU_22, (ROLES / "nvidia_driver" / "templates" / "preferences.j2").read_text(),
+                  ansible_managed="managed", **settings)
+    blocks = [block for block in text.split("\n\n") if "Pin-Priority: 1001" in block]
+    assert len(blocks) == 1
+    names = next(line for line in blocks[0].splitlines() if line.startswith("Package: ")).split()[1:]
+    assert {"cuda-drivers", "libnvidia-compute", "nvidia-fabricmanager"} <= set(names)
+    assert "Pin: version 595.*" in blocks[0]
+    forbidden = next(block for block in text.split("\n\n") if "Pin: version *" in block)
+    forbidden_names = next(line for line in forbidden.splitlines() if line.startswith("Package: ")).split()[1:]
+    assert "cuda-drivers" not in forbidden_names and "nvidia-driver-pinning-580" in forbidden_names
+
+
+def test_debian_12_offers_no_590_from_nvidias_repository():
+    """NVIDIA's debian12 path names its driver packages as Debian does (nvidia-driver, nvidia-kernel-open-dkms):
+    the Ubuntu names above are not there, so cuda_repo on Debian stops at 580."""
+    assert driver(DEBIAN_12, "__nvidia_driver_sources['cuda_repo'].branches") == ["535", "550", "570", "580"]
+    assert driver(UBUNTU_22, "__nvidia_driver_sources['cuda_repo'].branches")[-2:] == ["590", "595"]
