@@ -46,13 +46,31 @@ them. Messages as the real tool prints them: ``Power limit for GPU 00000000:53:0
 a limit outside the GPU's min/max: ``Provided power limit 800.00 W is not a valid power limit which should be
 between 200.00 W and 700.00 W for GPU 00000000:53:00.0`` and ``Terminating early due to previous errors.``
 (published outputs of the real tool; tests/unit/stand_ins/test_emulator.py names them). Exit codes follow the man
-page's RETURN VALUE list: 2 for an invalid argument, 4 for a user without permission (not root), 6 when -i names no
-GPU (the wording of those three messages is this emulator's; the real one is not published verbatim). The
+page's RETURN VALUE list: 2 for an invalid argument, 4 for a user without permission (not root, worded as below), 6
+when -i names no GPU (the wording for 2 and 6 is this emulator's; the real one is not published verbatim). The
 min/max power limits are the profile's ``power_min_limit_w`` / ``power_max_limit_w`` (absent: the default limit
 for both, so no other value is accepted); ``default_power_limit`` stays the profile's
 ``power_limit_w``. The profile's and the faults' per-GPU ``compute_apps`` (``[{"pid": 4242, "process_name":
 "python3", "used_memory_mib": 1024}]``) are what ``--query-compute-apps`` lists (a busy GPU); ``-q -x`` keeps its
 ``<processes />`` empty.
+
+The setters' other answers, as the real tool prints them:
+* A GPU that does not support a setting (per-GPU keys ``power_limit_supported`` / ``locked_clocks_supported``
+  false, in a profile or the faults): ``Changing power management limit is not supported for GPU:
+  00000000:01:00.0.`` (laptop GPUs; published logs of drivers 535 to 595) or ``Setting locked GPU clocks is not
+  supported for GPU 00000000:05:00.0.`` (a Tesla K80 on 470.42.01), each followed by ``Treating as warning and
+  moving on.``, then ``All done.`` and exit 0: the setting is not made.
+* Without root: ``Failed to set power management limit for GPU 00000000:01:00.0: Insufficient Permissions``
+  (github.com/NVIDIA/nvidia-docker/issues/495 and later captures), exit 4; for -lgc and -rgc ``The current user
+  does not have permission to change clocks for GPU 00000000:01:00.0.`` then ``Terminating early due to previous
+  errors.``, exit 4 (captures of drivers 565.57.01, 580.173.02 and 595.78 in public benchmark logs; -rgc fails
+  "identically" there).
+* Persistence mode: a power limit (software power cap) and locked clocks are state of the "GPU initialization
+  lifecycle" (NVIDIA's Driver Persistence guide, "Data Persistence"): the driver deinitialises a GPU after its
+  last client exits and the state "reverts back to defaults" unless persistence mode keeps it initialised. So with
+  persistence mode Disabled a setter prints what the real tool prints (the change is made while nvidia-smi holds
+  the GPU, then the persistence warning) but nothing outlives the nvidia-smi process: settings.json is not
+  written, and settings kept from a time with persistence on are dropped by the next call that finds it off.
 """
 import copy
 import json
@@ -104,6 +122,8 @@ GPU_DEFAULTS = {
     "power_max_limit_w": None,          # None: the default limit (power_limit_w)
     "compute_apps": [],
     "locked_clocks_mhz": None,          # set by -lgc, cleared by -rgc (settings.json)
+    "power_limit_supported": True,      # False: -pl answers "... is not supported ..." (exit 0), nothing changes
+    "locked_clocks_supported": True,    # False: -lgc answers "... is not supported ..." (exit 0), nothing changes
 }
 
 # Clock event reasons as -q -x of the 535 branch names and orders them (clocks_event_reason_<name>), with their
@@ -239,12 +259,26 @@ def write_settings(settings):
     os.rename(path + ".new", path)
 
 
+def live_settings():
+    """What -pl / -lgc / -rgc left and still holds: nothing once persistence mode is off, since then the GPU was
+    deinitialised after its last client and its software state went back to the defaults (the file is emptied, where
+    this user may write it, so that turning persistence mode on later does not bring old settings back)."""
+    settings = read_settings()
+    if settings and persistence_mode() == "Disabled":
+        try:
+            write_settings({})
+        except OSError:
+            pass
+        return {}
+    return settings
+
+
 def gpus(profile, faults=None, settings=None):
     """The profile's GPUs with stable, profile-specific identities, the planted faults and the settings applied."""
     if faults is None:
         faults = read_faults()
     if settings is None:
-        settings = read_settings()
+        settings = live_settings()
     result = []
     for index, bus in enumerate(profile["bus_ids"]):
         gpu = copy.deepcopy(GPU_DEFAULTS)
@@ -797,12 +831,15 @@ def set_settings(profile, listed, ids, setter, value, euid=None):
         if len(clocks) == 1:        # a single value locks min and max to it (man page: "a singular desired clock")
             clocks *= 2
     if (os.geteuid() if euid is None else euid) != 0:
-        # Worded like the real tool's "Unable to set persistence mode for GPU ...: Insufficient Permissions" (the
-        # NVML error string of NVML_ERROR_NO_PERMISSION); the -pl / -lgc wording itself is not published verbatim.
-        what = {"-pl": "power limit", "-lgc": "locked GPU clocks", "-rgc": "reset locked GPU clocks"}[setter]
-        for gpu in chosen:
-            sys.stdout.write("Unable to set %s for GPU %s: Insufficient Permissions\n" % (what, gpu["bus_id"]))
-        sys.stdout.write("Terminating early due to previous errors.\n")
+        # The real tool's words (docstring): -pl names each GPU with NVML's "Insufficient Permissions"; -lgc and -rgc
+        # stop at the first GPU with "Terminating early due to previous errors.".
+        if setter == "-pl":
+            for gpu in chosen:
+                sys.stdout.write("Failed to set power management limit for GPU %s: Insufficient Permissions\n"
+                                 % gpu["bus_id"])
+        else:
+            sys.stdout.write("The current user does not have permission to change clocks for GPU %s.\n"
+                             "Terminating early due to previous errors.\n" % chosen[0]["bus_id"])
         return NO_PERMISSION
     if setter == "-pl":
         for gpu in chosen:
@@ -811,10 +848,15 @@ def set_settings(profile, listed, ids, setter, value, euid=None):
                                  "%.2f W and %.2f W for GPU %s\nTerminating early due to previous errors.\n"
                                  % (watts, gpu["power_min_limit_w"], gpu["power_max_limit_w"], gpu["bus_id"]))
                 return USAGE_ERROR
-    settings = read_settings()
+    settings = live_settings()
     out = []
     warn = persistence_mode() == "Disabled"
     for gpu in chosen:
+        unsupported = {"-pl": "Changing power management limit is not supported for GPU: %s.",
+                       "-lgc": "Setting locked GPU clocks is not supported for GPU %s."}.get(setter)
+        if unsupported and not gpu["power_limit_supported" if setter == "-pl" else "locked_clocks_supported"]:
+            out.append((unsupported % gpu["bus_id"]) + "\nTreating as warning and moving on.\n")
+            continue
         mine = settings.setdefault(str(gpu["index"]), {})
         if setter == "-pl":
             out.append("Power limit for GPU %s was set to %.2f W from %.2f W.\n"
@@ -828,8 +870,10 @@ def set_settings(profile, listed, ids, setter, value, euid=None):
             mine["locked_clocks_mhz"] = None
         if warn:
             out.append(PERSISTENCE_WARNING % gpu["bus_id"])
-    write_settings(settings)
-    rerender_nvml_conf(profile)
+    if not warn:
+        # with persistence mode off the GPU is deinitialised once nvidia-smi exits: nothing is kept
+        write_settings(settings)
+        rerender_nvml_conf(profile)
     sys.stdout.write("".join(out) + "All done.\n")
     return 0
 

@@ -1,7 +1,8 @@
 """The pure functions of roles/gpu_power/files/gpufleet-gpu-power: nvidia-smi's CSV read, and the plan.
 
 The CSV lines are in the form the real nvidia-smi prints for ``--query-gpu=index,pci.bus_id,name,power.limit,
-power.min_limit,power.max_limit,power.default_limit --format=csv,noheader,nounits`` (values "[N/A]" where unsupported) and for
+power.min_limit,power.max_limit,power.default_limit,persistence_mode --format=csv,noheader,nounits`` (values "[N/A]" where
+unsupported; persistence_mode "Enabled" or "Disabled") and for
 ``--query-compute-apps=gpu_bus_id,pid,process_name --format=csv,noheader`` (nothing at all when no process runs).
 """
 import importlib.machinery
@@ -23,16 +24,63 @@ def power():
     return module
 
 
-GPUS_CSV = ("0, 00000000:53:00.0, NVIDIA H100 80GB HBM3, 700.00, 200.00, 700.00, 700.00\n"
-            "1, 00000000:64:00.0, NVIDIA H100 80GB HBM3, 500.00, 200.00, 700.00, 700.00\n"
-            "2, 00000000:01:00.0, NVIDIA GeForce GTX 1080, [N/A], [N/A], [N/A], [N/A]\n")
+GPUS_CSV = ("0, 00000000:53:00.0, NVIDIA H100 80GB HBM3, 700.00, 200.00, 700.00, 700.00, Enabled\n"
+            "1, 00000000:64:00.0, NVIDIA H100 80GB HBM3, 500.00, 200.00, 700.00, 700.00, Enabled\n"
+            "2, 00000000:01:00.0, NVIDIA GeForce GTX 1080, [N/A], [N/A], [N/A], [N/A], Disabled\n")
 
 
 def test_parse_gpus_reads_numbers_and_na(power):
     gpus = power.parse_gpus(GPUS_CSV)
     assert gpus[0] == {"index": 0, "bus_id": "00000000:53:00.0", "model": H100, "power_limit_w": 700.0,
-                       "min_w": 200.0, "max_w": 700.0, "default_w": 700.0}
+                       "min_w": 200.0, "max_w": 700.0, "default_w": 700.0, "persistence": True}
     assert gpus[2]["power_limit_w"] is None and gpus[2]["min_w"] is None and gpus[2]["default_w"] is None
+    assert gpus[2]["persistence"] is False
+    assert power.GPU_FIELDS.endswith(",persistence_mode")
+
+
+def persistence(gpus, mode):
+    """The GPUs with persistence mode as parse_gpus reads it (True, False, None: not reported)."""
+    return [dict(gpu, persistence=mode) for gpu in gpus]
+
+
+def test_persistence_mode_off_refuses_a_setting_before_anything_runs(power):
+    """NVIDIA's Driver Persistence guide: the software power cap and clock settings revert to the defaults once the
+    driver deinitialises an idle GPU; without persistence mode the setting would not hold."""
+    gpus = persistence(power.parse_gpus(GPUS_CSV)[:2], False)
+    for settings in ({"power_limits_w": {H100: 500}}, {"locked_clocks_mhz": {H100: [1200, 1980]}}):
+        result = power.plan(gpus, {}, settings)
+        assert result["actions"] == [] and not result["changed"]
+        assert len(result["errors"]) == 2
+        assert result["errors"][0].startswith("GPU 00000000:53:00.0 (%s) has persistence mode Disabled" % H100)
+        assert result["errors"][0].endswith("or set gpu_power_require_persistence_mode: false.")
+    # read from the script's own query
+    assert "GPU 00000000:01:00.0 (NVIDIA GeForce GTX 1080) has persistence mode Disabled" in power.plan(
+        power.parse_gpus(GPUS_CSV), {}, {"locked_clocks_mhz": {"NVIDIA GeForce GTX 1080": [1200, 1600]}})["errors"][0]
+
+
+def test_persistence_mode_off_only_warns_when_not_required(power):
+    gpus = persistence(power.parse_gpus(GPUS_CSV)[:1], False)
+    result = power.plan(gpus, {}, {"power_limits_w": {H100: 500}, "require_persistence_mode": False})
+    assert result["errors"] == [] and result["actions"] == [["-i", "00000000:53:00.0", "-pl", "500"]]
+    assert "has persistence mode Disabled" in result["warnings"][0]
+
+
+def test_persistence_mode_not_reported_is_not_checked_and_not_refused(power):
+    gpus = persistence(power.parse_gpus(GPUS_CSV)[:1], None)
+    result = power.plan(gpus, {}, {"power_limits_w": {H100: 500}})
+    assert result["errors"] == [] and result["actions"] == [["-i", "00000000:53:00.0", "-pl", "500"]]
+    assert "does not report persistence mode: not checked" in result["warnings"][0]
+    # a line without the persistence_mode column (older callers) reads as not reported
+    assert power.parse_gpus("0, 00000000:53:00.0, %s, 700.00, 200.00, 700.00, 700.00\n" % H100)[0]["persistence"] is None
+
+
+def test_undoing_needs_no_persistence_mode(power):
+    """Clocks unlocked and a limit back to its default are what a deinitialised GPU comes back with anyway."""
+    gpus = persistence(power.parse_gpus(GPUS_CSV)[:1], False)
+    record = {"00000000:53:00.0": {"power_limit_w": 500.0, "locked_clocks_mhz": [1200, 1980]}}
+    result = power.plan([dict(gpus[0], power_limit_w=500.0)], {}, {}, previous=record)
+    assert result["errors"] == [] and result["warnings"] == []
+    assert result["actions"] == [["-i", "00000000:53:00.0", "-pl", "700"], ["-i", "00000000:53:00.0", "-rgc"]]
 
 
 def test_parse_busy_groups_pids_by_bus(power):

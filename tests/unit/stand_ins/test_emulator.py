@@ -415,13 +415,17 @@ def as_root():
         pytest.skip("-pl / -lgc need root, as on a real GPU")
 
 
+def persistence_on(smi):
+    """Persistence mode Enabled, as ``nvidia-smi -pm 1`` leaves it (the emulator's persistence file)."""
+    (smi.config / "persistence").write_text("1\n", encoding="utf-8")
+
+
 def test_pl_sets_the_limit_everywhere_it_is_read(smi):
     as_root()
+    persistence_on(smi)
     result = smi("hgx-h100-8gpu", "-i", "00000000:53:00.0", "-pl", "500")
     assert result.returncode == 0
-    assert result.stdout.startswith("Power limit for GPU 00000000:53:00.0 was set to 500.00 W from 700.00 W.\n")
-    assert result.stdout.endswith("All done.\n")
-    assert "Warning: persistence mode is disabled on device 00000000:53:00.0." in result.stdout
+    assert result.stdout == "Power limit for GPU 00000000:53:00.0 was set to 500.00 W from 700.00 W.\nAll done.\n"
     query = smi("hgx-h100-8gpu", "--query-gpu=index,power.limit,power.default_limit,power.min_limit,power.max_limit",
                 "--format=csv,noheader,nounits")
     assert query.stdout.splitlines()[:2] == ["0, 500.00, 700.00, 200.00, 700.00", "1, 700.00, 700.00, 200.00, 700.00"]
@@ -450,6 +454,7 @@ def test_pl_without_i_sets_every_gpu_and_index_lists_work(smi):
 
 def test_lgc_and_rgc_keep_their_state(smi):
     as_root()
+    persistence_on(smi)
     result = smi("hgx-h100-8gpu", "-i", "1", "-lgc", "1200,1980")
     assert result.returncode == 0
     assert result.stdout.startswith('GPU clocks set to "(gpuClkMin 1200, gpuClkMax 1980)" for GPU 00000000:64:00.0\n')
@@ -466,6 +471,7 @@ def test_pl_renders_nvml_conf_again_for_the_fake_nvml(smi):
     sys.path.insert(0, str(EMULATOR.parent))
     import emulator_profile  # pylint: disable=import-outside-toplevel
     emulator_profile.write_nvml_conf("hgx-h100-8gpu", str(smi.config))
+    persistence_on(smi)
     assert smi("hgx-h100-8gpu", "-i", "0", "-pl", "500").returncode == 0
     conf = (smi.config / "nvml.conf").read_text()
     assert conf.split("gpu 1\n")[0].count("power_limit_mw 500000") == 1
@@ -480,14 +486,71 @@ def test_compute_apps_are_the_planted_ones(smi):
     assert result.stdout == "00000000:86:00.0, 4242\n"
 
 
-def test_setters_need_root(smi):
-    """As the man page says of -pl and -lgc ("Requires root"): another user is refused with exit 4 and nothing kept."""
+def as_user(smi, *argv):
+    """The emulator run by a user other than root (uid 1000)."""
     env = {"PATH": "/usr/bin:/bin", "GPUFLEET_EMULATOR_PROFILE": "hgx-h100-8gpu",
            "GPUFLEET_EMULATOR_CONFIG": str(smi.config)}
-    code = ("import os, runpy, sys; os.geteuid = lambda: 1000; sys.argv = [%r, '-i', '0', '-pl', '500']; "
-            "runpy.run_path(%r, run_name='__main__')" % (str(EMULATOR), str(EMULATOR)))
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30, check=False)
+    code = ("import os, runpy, sys; os.geteuid = lambda: 1000; sys.argv = [%r] + %r; "
+            "runpy.run_path(%r, run_name='__main__')" % (str(EMULATOR), list(argv), str(EMULATOR)))
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30, check=False)
+
+
+def test_setters_need_root(smi):
+    """As the man page says of -pl and -lgc ("Requires root"): another user is refused with exit 4 and nothing kept,
+    in the real tool's words: "Failed to set power management limit for GPU 00000000:01:00.0: Insufficient
+    Permissions" (github.com/NVIDIA/nvidia-docker/issues/495), and for clocks "The current user does not have
+    permission to change clocks for GPU 00000000:01:00.0." then "Terminating early due to previous errors."
+    (captures of drivers 565.57.01, 580.173.02 and 595.78, -rgc alike)."""
+    persistence_on(smi)
+    result = as_user(smi, "-i", "0", "-pl", "500")
     assert result.returncode == 4
-    assert result.stdout == ("Unable to set power limit for GPU 00000000:53:00.0: Insufficient Permissions\n"
-                             "Terminating early due to previous errors.\n")
+    assert result.stdout == "Failed to set power management limit for GPU 00000000:53:00.0: Insufficient Permissions\n"
+    for argv in (["-i", "1", "-lgc", "1200,1980"], ["-i", "1", "-rgc"]):
+        result = as_user(smi, *argv)
+        assert result.returncode == 4
+        assert result.stdout == ("The current user does not have permission to change clocks for GPU 00000000:64:00.0.\n"
+                                 "Terminating early due to previous errors.\n")
     assert not (smi.config / "settings.json").exists()
+
+
+def test_a_setting_the_gpu_does_not_support_is_a_warning_with_exit_0(smi):
+    """The real tool's words for a GPU without the feature (a laptop GPU's -pl; a Tesla K80's -lgc on 470.42.01):
+    "... is not supported for GPU ...", "Treating as warning and moving on.", "All done.", exit 0, nothing set."""
+    as_root()
+    persistence_on(smi)
+    smi.faults({"gpus": {"0": {"power_limit_supported": False, "locked_clocks_supported": False}}})
+    result = smi("hgx-h100-8gpu", "-i", "0", "-pl", "500")
+    assert result.returncode == 0
+    assert result.stdout == ("Changing power management limit is not supported for GPU: 00000000:53:00.0.\n"
+                             "Treating as warning and moving on.\nAll done.\n")
+    result = smi("hgx-h100-8gpu", "-i", "0,1", "-lgc", "1200,1980")
+    assert result.returncode == 0
+    assert result.stdout == ("Setting locked GPU clocks is not supported for GPU 00000000:53:00.0.\n"
+                             "Treating as warning and moving on.\n"
+                             'GPU clocks set to "(gpuClkMin 1200, gpuClkMax 1980)" for GPU 00000000:64:00.0\nAll done.\n')
+    settings = json.loads((smi.config / "settings.json").read_text())["gpus"]
+    assert "0" not in settings and settings["1"] == {"locked_clocks_mhz": [1200, 1980]}
+    query = smi("hgx-h100-8gpu", "--query-gpu=power.limit", "--format=csv,noheader,nounits")
+    assert query.stdout.splitlines()[0] == "700.00"
+
+
+def test_settings_do_not_outlive_nvidia_smi_without_persistence_mode(smi):
+    """NVIDIA's Driver Persistence guide: the software power cap is "GPU initialization lifecycle" state, lost when
+    the GPU is deinitialised after its last client; the real tool still says it set it, and warns."""
+    as_root()
+    result = smi("hgx-h100-8gpu", "-i", "0", "-pl", "500")
+    assert result.returncode == 0
+    assert result.stdout.startswith("Power limit for GPU 00000000:53:00.0 was set to 500.00 W from 700.00 W.\n")
+    assert "Warning: persistence mode is disabled on device 00000000:53:00.0." in result.stdout
+    assert smi("hgx-h100-8gpu", "-i", "0", "-lgc", "1200,1980").returncode == 0
+    query = smi("hgx-h100-8gpu", "--query-gpu=power.limit", "--format=csv,noheader,nounits")
+    assert query.stdout.splitlines()[0] == "700.00"
+    assert not (smi.config / "settings.json").exists()
+    # set while persistence mode was on, then persistence mode goes off: the next call finds the defaults
+    persistence_on(smi)
+    assert smi("hgx-h100-8gpu", "-i", "0", "-pl", "500").returncode == 0
+    assert smi("hgx-h100-8gpu", "--query-gpu=power.limit", "--format=csv,noheader,nounits").stdout.startswith("500.00")
+    (smi.config / "persistence").unlink()
+    assert smi("hgx-h100-8gpu", "--query-gpu=power.limit", "--format=csv,noheader,nounits").stdout.startswith("700.00")
+    persistence_on(smi)
+    assert smi("hgx-h100-8gpu", "--query-gpu=power.limit", "--format=csv,noheader,nounits").stdout.startswith("700.00")

@@ -18,7 +18,8 @@ def test_unit_is_enabled_and_runs_the_script_on_the_config(host):
 
 
 def test_record_has_the_contract_keys_and_what_is_in_effect(host, record):
-    assert set(record) == {"power_limits_w", "locked_clocks_mhz", "force", "applied", "unit"}
+    assert set(record) == {"power_limits_w", "locked_clocks_mhz", "force", "require_persistence_mode", "applied", "unit"}
+    assert record["require_persistence_mode"] is True
     assert record["power_limits_w"] == {H100: 500, "NVIDIA A100-SXM4-80GB": 300}
     assert record["locked_clocks_mhz"] == {H100: [1200, 1980]}
     assert record["force"] is False and record["unit"] == "gpufleet-gpu-power.service"
