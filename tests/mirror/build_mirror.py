@@ -174,19 +174,23 @@ def cudnn_packages(build):
     ]
 
 
-def driver_packages(spec, driver):
+def driver_packages(spec, driver, distribution="ubuntu2204"):
     """NVIDIA's driver packages of one release, as NVIDIA's Ubuntu repository builds them (Canonical's packaging).
 
     cuda-drivers-<branch> depends on the branch's packages at the release or newer (>=); nvidia-driver-<branch>
     on each of them at exactly its own version; the package names of a branch provide and conflict with the
     unversioned names (nvidia-utils, nvidia-persistenced, ...) so two branches never install together. Fabric
     manager and NSCQ carry the branch in their names up to 575 and not from 580 on (they then provide the
-    branch-named name), and have their own revision.
+    branch-named name), and have their own revision. On the debian12 path cuda-drivers-580 has NVIDIA's Debian
+    revision (-1). From 590 on the names carry no branch: unversioned_driver_packages.
     """
     packaging = spec["driver_packaging"]
     branch, upstream = driver["branch"], driver["version"]
+    if int(branch) >= int(packaging["unversioned_from"]):
+        return unversioned_driver_packages(spec, driver)
     own = "%s-%s" % (upstream, packaging["driver_revision"])
-    meta = "%s-%s" % (upstream, packaging["metapackage_revision"][branch])
+    revisions = dict(packaging["metapackage_revision"], **packaging.get("metapackage_revision_%s" % distribution, {}))
+    meta = "%s-%s" % (upstream, revisions[branch])
     fm = "%s-%s" % (upstream, packaging["fabricmanager_revision"])
     unversioned_fm = int(branch) >= int(packaging["unversioned_fabricmanager_from"])
     files = {
@@ -235,6 +239,82 @@ def driver_packages(spec, driver):
          "provides": ("libnvidia-nscq-%s" % branch) if unversioned_fm else "",
          "files": {LIBDIR + "/libnvidia-nscq.so." + upstream: {"content": ""}}},
     ]
+
+
+PINNING_PREFERENCES = """# stand-in (gpufleet.node tests) for NVIDIA's version locking package {name}
+Package: {packages}
+Pin: version {version}
+Pin-Priority: 1000
+"""
+
+
+def unversioned_driver_packages(spec, driver):
+    """NVIDIA's driver packages of one release from branch 590 on: the names of the branch-named scheme without
+    the branch ("Ubuntu 590 and later packages": libnvidia-compute-580 -> libnvidia-compute, cuda-drivers-580
+    removed, cuda-drivers kept), at <version>-1ubuntu1 as NVIDIA's ubuntu repositories version them (595.71.05-1ubuntu1
+    for nvidia-fabricmanager and libnvidia-nscq, NVIDIA/gpu-driver-container#899). The same name in two branches
+    is one package at two versions, so no Provides/Conflicts between branches; the branch-named packages of 580 and
+    before provide and conflict with these names (driver_packages), so apt replaces them in one transaction.
+
+    With them, the version locking packages ("Version locking packages for Ubuntu / Debian"): one per branch
+    (nvidia-driver-pinning-595) and one per release (nvidia-driver-pinning-595.91.07, as NVIDIA's driver container
+    installs `nvidia-driver-pinning-${DRIVER_VERSION}`), each installing an apt preferences file that keeps the
+    driver's packages to its branch or release. Only one can be installed (Provides, Conflicts and Replaces
+    nvidia-driver-pinning).
+    """
+    packaging = spec["driver_packaging"]
+    branch, upstream = driver["branch"], driver["version"]
+    own = "%s-%s" % (upstream, packaging["unversioned_revision"])
+    files = {
+        "smi": _file(spec, "nvidia-smi"),
+        "persistenced": _file(spec, "nvidia-persistenced"),
+        "unit": _file(spec, "nvidia-persistenced.service/canonical"),
+        "fm": _file(spec, "nv-fabricmanager", upstream=upstream),
+        "fm_unit": _file(spec, "nvidia-fabricmanager.service"),
+    }
+    user_space = ("libnvidia-compute", "nvidia-compute-utils", "nvidia-utils")
+    packages = [
+        {"name": "libnvidia-compute", "version": own, "section": "non-free/libs",
+         "provides": "libnvidia-ml.so.1 (= %s), libcuda.so.1 (= %s)" % (own, own),
+         "files": {LIBDIR + "/libnvidia-ml.so." + upstream: {"content": ""},
+                   LIBDIR + "/libcuda.so." + upstream: {"content": ""}},
+         "links": {LIBDIR + "/libnvidia-ml.so.1": "libnvidia-ml.so." + upstream,
+                   LIBDIR + "/libcuda.so.1": "libcuda.so." + upstream}},
+        {"name": "nvidia-utils", "version": own, "section": "non-free/libs", "provides": "nvidia-smi",
+         "conflicts": "nvidia-smi", "replaces": "nvidia-smi",
+         "files": {"/usr/bin/nvidia-smi": files["smi"]}},
+        {"name": "nvidia-compute-utils", "version": own, "section": "non-free/libs",
+         "depends": "libnvidia-compute (= %s)" % own, "provides": "nvidia-persistenced",
+         "conflicts": "nvidia-persistenced", "replaces": "nvidia-persistenced",
+         "files": {"/usr/bin/nvidia-persistenced": files["persistenced"],
+                   "/lib/systemd/system/nvidia-persistenced.service": files["unit"]}},
+        # The proprietary and the open kernel module trees, and their metapackages (cuda-drivers, nvidia-open).
+        {"name": "nvidia-driver", "version": own, "section": "non-free/libs", "conflicts": "nvidia-driver-open",
+         "depends": ", ".join("%s (= %s)" % (name, own) for name in user_space)},
+        {"name": "nvidia-driver-open", "version": own, "section": "non-free/libs", "conflicts": "nvidia-driver",
+         "depends": ", ".join("%s (= %s)" % (name, own) for name in user_space)},
+        {"name": "cuda-drivers", "version": own, "section": "multiverse/devel",
+         "depends": ", ".join("%s (>= %s)" % (name, upstream) for name in user_space + ("nvidia-driver",))},
+        {"name": "nvidia-open", "version": own, "section": "multiverse/devel",
+         "depends": ", ".join("%s (>= %s)" % (name, upstream) for name in user_space + ("nvidia-driver-open",))},
+        {"name": "nvidia-fabricmanager", "version": own, "section": "multiverse/devel",
+         "files": {"/usr/bin/nv-fabricmanager": files["fm"],
+                   "/lib/systemd/system/nvidia-fabricmanager.service": files["fm_unit"],
+                   "/usr/share/nvidia/nvswitch/fabricmanager.cfg": {"content": "# stand-in (gpufleet.node tests)\n"}}},
+        {"name": "libnvidia-nscq", "version": own, "section": "multiverse/devel",
+         "files": {LIBDIR + "/libnvidia-nscq.so." + upstream: {"content": ""}}},
+    ]
+    locked = " ".join(sorted(package["name"] for package in packages))
+    for lock, pin, version in ((branch, branch + ".*", "%s-%s" % (branch, packaging["pinning_revision"])),
+                               (upstream, upstream + "-*", "%s-%s" % (upstream, packaging["pinning_revision"]))):
+        name = "nvidia-driver-pinning-" + lock
+        packages.append({
+            "name": name, "version": version, "section": "NVIDIA", "architecture": "all",
+            "provides": "nvidia-driver-pinning", "conflicts": "nvidia-driver-pinning",
+            "replaces": "nvidia-driver-pinning",
+            "files": {"/etc/apt/preferences.d/" + name: {
+                "content": PINNING_PREFERENCES.format(name=name, packages=locked, version=pin)}}})
+    return packages
 
 
 NVIDIA_CTK_STANDIN = HERE / "nvidia-ctk-standin.py"
@@ -304,11 +384,22 @@ def packages_for(spec, distribution):
         if distribution in build["distributions"]:
             packages += cudnn_packages(build)
     drivers = [driver for driver in spec["drivers"] if distribution in driver["distributions"]]
+    pinning = set()
     for driver in drivers:
-        packages += driver_packages(spec, driver)
-    if drivers:
-        newest = max(drivers, key=lambda driver: [int(part) for part in driver["version"].split(".")])
-        meta = "%s-%s" % (newest["version"], spec["driver_packaging"]["metapackage_revision"][newest["branch"]])
+        for package in driver_packages(spec, driver, distribution):
+            if package["name"] not in pinning:   # a branch's pinning package once, not once per release
+                packages.append(package)
+            if package["name"] == "nvidia-driver-pinning-" + driver["branch"]:
+                pinning.add(package["name"])
+    # Up to 580, the unversioned cuda-drivers follows the newest branch-named branch (from 590 it is the driver's
+    # own metapackage, built with each release above).
+    named = [driver for driver in drivers
+             if int(driver["branch"]) < int(spec["driver_packaging"]["unversioned_from"])]
+    if named:
+        newest = max(named, key=lambda driver: [int(part) for part in driver["version"].split(".")])
+        revisions = dict(spec["driver_packaging"]["metapackage_revision"],
+                         **spec["driver_packaging"].get("metapackage_revision_%s" % distribution, {}))
+        meta = "%s-%s" % (newest["version"], revisions[newest["branch"]])
         packages.append({"name": "cuda-drivers", "version": meta, "section": "multiverse/devel",
                          "depends": "cuda-drivers-%s (= %s)" % (newest["branch"], meta)})
     return packages
