@@ -97,8 +97,7 @@ emulated_inventory() {
     echo "    gpufleet_os_mirror_key_url: http://127.0.0.1:$GPUFLEET_SNAPSHOT_PORT/gpufleet-snapshot.pub"
     echo "    gpufleet_os_mirror_key_fingerprint: $(cat "$GPUFLEET_SNAPSHOT_DIR/fingerprint")"
     echo "    cuda_version: '$cuda'"
-    # The stand-in mirror's debian12 path has driver builds of 535 and 550 only, not the role's default 580.
-    [[ $os != debian12 ]] || echo "    nvidia_driver_branch: '535'"
+    # The driver: the role's default branch (580), which both paths of the stand-in mirror serve.
     echo "    pytorch_version: '2.13.0'        # the CPU build in the wheelhouse (tools/wheelhouse.sh)"
     [[ $os == debian12 ]] || echo "    pytorch_python: /usr/bin/python3.11"
     echo "    pytorch_cuda_version: ''"

@@ -111,3 +111,27 @@ def test_unversioned_metapackages_follow_the_newest_release_of_the_path(reposito
         dashed = newest.replace(".", "-")
         assert repo.versions("cuda-toolkit") == repo.versions("cuda-toolkit-" + dashed), distribution
         assert repo.field("cuda", repo.versions("cuda")[0], "Depends").startswith("cuda-toolkit-%s (>= " % dashed)
+
+
+def emulated_inventory(tmp_path, os_name):
+    """The inventory tools/lib.sh's emulated_inventory writes for one node of the path (fingerprints made up)."""
+    cache = tmp_path / os_name
+    for part in ("mirror", "snapshot"):
+        (cache / part).mkdir(parents=True)
+        (cache / part / "fingerprint").write_text("0" * 40 + "\n")
+    out = cache / "inventory.yml"
+    subprocess.run(["bash", "-c", 'source tools/lib.sh && emulated_inventory "$1" node=hgx-a100-8gpu', "-", str(out)],
+                   cwd=ROOT, check=True, env={"PATH": "/usr/bin:/bin", "GPUFLEET_CACHE": str(cache), "NODE_OS": os_name})
+    return yaml.safe_load(out.read_text())["gpu_nodes"]["vars"]
+
+
+def test_emulated_nodes_get_the_roles_default_branch_on_every_path(tmp_path, builder):
+    """Both paths serve NVIDIA's 580 builds (NVIDIA's debian12 path has cuda-drivers-580: 580.105.08-1 in the NVIDIA
+    developer forums' report of it), so emulated nodes need not pin the end-of-life 535 there."""
+    default = yaml.safe_load((ROOT / "roles" / "nvidia_driver" / "defaults" / "main.yml").read_text())["nvidia_driver_branch"]
+    spec = builder.load_spec()
+    for os_name in ("debian12", "ubuntu2204"):
+        settings = emulated_inventory(tmp_path, os_name)
+        branch = str(settings.get("nvidia_driver_branch", default))
+        assert branch == default, os_name
+        assert [d for d in spec["drivers"] if d["branch"] == branch and os_name in d["distributions"]], os_name
