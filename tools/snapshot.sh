@@ -69,7 +69,7 @@ for os in "${targets[@]}"; do resolve "$os"; done
 
 # Assembles every downloaded release into the served snapshot, unless it already holds exactly these downloads.
 mapfile -t works < <(for os in "${releases[@]}"; do [[ -f "$WORK_ROOT/$os/.key" ]] && echo "$WORK_ROOT/$os"; done)
-key=$( (cat "$ROOT/tests/snapshot/assemble.py"; for work in "${works[@]}"; do echo "$work"; cat "$work/.key"; done) \
+key=$( (cat "$ROOT/tests/snapshot/assemble.py" "$ROOT/tests/snapshot/repack.py"; for work in "${works[@]}"; do echo "$work"; cat "$work/.key"; done) \
       | sha256sum | cut -c1-12)
 if [[ -f "$GPUFLEET_SNAPSHOT_DIR/.key" && "$(cat "$GPUFLEET_SNAPSHOT_DIR/.key")" == "$key" ]]; then
   info "the snapshot is current ($GPUFLEET_SNAPSHOT_DIR)"

@@ -33,6 +33,7 @@ import tempfile
 import time
 
 import lock  # beside this script
+import repack  # beside this script
 
 # apt names a list after its URL: <host>_<path>_dists_<suite>_<component>_binary-<arch>_Packages
 LIST_NAME = re.compile(r"_dists_(?P<suite>[^_]+)_(?P<component>[^_]+)_binary-(?P<arch>[^_]+)_Packages$")
@@ -173,6 +174,51 @@ def planted_midsync(repos):
     return {"suites": suites, "files": {}}
 
 
+def newest(stanzas):
+    """The stanza of the highest version among these (dpkg's ordering)."""
+    best = None
+    for stanza in stanzas:
+        if best is None or subprocess.run(["dpkg", "--compare-versions", field(stanza, "Version"), "gt",
+                                           field(best, "Version")]).returncode == 0:
+            best = stanza
+    return best
+
+
+def repacked_next(repos, build):
+    """The next release of repack.NEXT's sources, for the in-branch update tests: a copy of its distribution
+    whose suite also lists the snapshot's release of those sources repacked at NEXT's version (repack.py). The
+    repacked files are built in `build` and returned for the distribution's own pool, where its index does not
+    list them; the copy reads that pool. Returns (repo, {filename: file}, manifest rows) or None."""
+    spec = repack.NEXT
+    repo = repos.get(spec["distribution"])
+    if repo is None or spec["suite"] not in repo["suites"]:
+        return None
+    found = {}
+    for suite_entry in repo["suites"].values():
+        if suite_entry["release"].get("Codename") != spec["codename"]:
+            continue
+        for (component, arch), stanzas in suite_entry["indexes"].items():
+            for stanza in stanzas.values():
+                if (field(stanza, "Source") or field(stanza, "Package")).split(" ")[0] in spec["sources"]:
+                    found.setdefault(field(stanza, "Package"), []).append((component, arch, stanza))
+    if not found:
+        return None
+    suites = {suite: {"release": entry["release"], "indexes": {key: dict(value) for key, value in entry["indexes"].items()}}
+              for suite, entry in repo["suites"].items()}
+    files, rows = {}, []
+    for package, entries in sorted(found.items()):
+        stanza = newest(entry[2] for entry in entries)
+        component, arch = next((c, a) for c, a, s in entries if s is stanza)
+        deb, text = repack.repack(repo["files"][field(stanza, "Filename")], build, spec["to"])
+        filename = "%s/%s" % (field(stanza, "Filename").rsplit("/", 1)[0], deb.name)
+        files[filename] = deb
+        listed = repack.stanza(text, filename, deb)
+        suites[spec["suite"]]["indexes"].setdefault((component, arch), {})[field(listed, "SHA256")] = listed
+        rows.append((spec["distribution"], field(listed, "Package"), field(listed, "Version"), field(listed, "Architecture"),
+                     "next/%s/%s (repacked)" % (spec["suite"], component), field(listed, "SHA256")))
+    return {"suites": suites, "files": {}, "pool_from": spec["distribution"]}, files, rows
+
+
 def write_repos(out, repos, gpg):
     for distribution, repo in sorted(repos.items()):
         root = out / distribution
@@ -258,9 +304,16 @@ def main(out, works):
         if midsync:
             midsync["pool_from"] = MIDSYNC["distribution"]
             repos["midsync/" + MIDSYNC["distribution"]] = midsync
+        following = repacked_next(repos, out / ".repacked")
+        if following:
+            next_repo, next_files, next_rows = following
+            repos[repack.NEXT["distribution"]]["files"].update(next_files)
+            repos["next/" + repack.NEXT["distribution"]] = next_repo
+            manifest += next_rows
         write_repos(out, repos, ["gpg", "--homedir", str(home), "--batch", "--yes", "--local-user", fingerprint])
     finally:
         shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(out / ".repacked", ignore_errors=True)   # linked into the pool by now
     (out / "gpufleet-snapshot.pub").write_bytes(armored)
     (out / "fingerprint").write_text(fingerprint + "\n")
     rows = ["distribution\tpackage\tversion\tarch\tsuites\tsha256"]

@@ -77,11 +77,13 @@ def stanza(package, version, source, digest, filename, depends=""):
 
 @pytest.fixture
 def work(tmp_path):
-    """A release as resolve.py leaves it: two downloaded files, the lists of two pockets, one fallback."""
+    """A release as resolve.py leaves it: two downloaded files (real .deb files, which repack.py opens), the lists
+    of two pockets, one fallback."""
     work = tmp_path / "ubuntu2204"
     (work / "debs").mkdir(parents=True)
     (work / "lists").mkdir()
-    files = {"nvidia-utils-580-server": b"utl\n", "libnvidia-compute-580-server": b"lib\n"}
+    files = {package: build_deb(tmp_path, package, "580.178.04-0ubuntu0.22.04.1")
+             for package in ("nvidia-utils-580-server", "libnvidia-compute-580-server")}
     stanzas = []
     for package, data in files.items():
         (work / "debs" / ("%s_580.178.04-0ubuntu0.22.04.1_amd64.deb" % package)).write_bytes(data)
@@ -131,11 +133,11 @@ def test_assembled_snapshot_is_the_archive_layout_with_its_own_entries(tmp_path,
     assert " %s " % digest in release
     # Each file at the path of its Filename; the manifest says package, version, pocket and SHA256.
     utils = root / "pool/restricted/n/nvidia-graphics-drivers-580-server/nvidia-utils-580-server_580.178.04-0ubuntu0.22.04.1_amd64.deb"
-    assert utils.read_bytes() == b"utl\n"
+    assert utils.read_bytes() == (work / "debs" / utils.name).read_bytes()
     manifest = (out / "manifest.tsv").read_text().splitlines()
     assert manifest[0].split("\t") == ["distribution", "package", "version", "arch", "suites", "sha256"]
     assert "ubuntu\tnvidia-utils-580-server\t580.178.04-0ubuntu0.22.04.1\tamd64\tjammy-security/restricted\t%s" % (
-        hashlib.sha256(b"utl\n").hexdigest()) in manifest
+        hashlib.sha256(utils.read_bytes()).hexdigest()) in manifest
     assert "nvidia-utils-580-server 580.196.07-0ubuntu0.22.04.1 is listed but not served (404)" in (out / "fallbacks.txt").read_text()
     # The signature verifies with the exported key.
     keyring = tmp_path / "key.gpg"
@@ -160,14 +162,40 @@ def test_midsync_copy_lists_a_newer_upload_whose_files_are_missing(tmp_path, wor
     assert (midsync / "pool").resolve() == (out / "ubuntu" / "pool").resolve()
 
 
+@pytest.mark.skipif(shutil.which("gpg") is None or shutil.which("dpkg-deb") is None, reason="needs gpg and dpkg-deb")
+def test_next_copy_lists_the_release_repacked_at_the_next_version(tmp_path, work):
+    out = tmp_path / "snapshot"
+    assemble.main(str(out), [str(work)])
+    following = out / "next" / "ubuntu"
+    listed = (following / "dists/jammy-updates/restricted/binary-amd64/Packages").read_text()
+    new = "580.196.07-0ubuntu0.22.04.1+repack1"
+    assert listed.count("Version: %s\n" % new) == 2
+    # The real release stays where it was, in its own pocket and in the distribution's own index.
+    assert (following / "dists/jammy-security/restricted/binary-amd64/Packages").read_text().count("Package: ") == 2
+    assert new not in (out / "ubuntu/dists/jammy-updates/restricted/binary-amd64/Packages").read_text()
+    # Each repacked file is served where its entry says, with the size and hash the entry gives.
+    for block in listed.strip().split("\n\n"):
+        if new not in block:
+            continue
+        entry = dict(line.split(": ", 1) for line in block.splitlines() if not line.startswith(" "))
+        data = (following / entry["Filename"]).read_bytes()
+        assert int(entry["Size"]) == len(data) and entry["SHA256"] == hashlib.sha256(data).hexdigest()
+        fields = subprocess.run(["dpkg-deb", "-f", str(following / entry["Filename"]), "Package", "Version"], check=True,
+                                stdout=subprocess.PIPE, universal_newlines=True).stdout
+        assert fields == "Package: %s\nVersion: %s\n" % (entry["Package"], new)
+    assert "next/jammy-updates/restricted (repacked)" in (out / "manifest.tsv").read_text()
+    assert not (out / ".repacked").exists()
+
+
 def test_lock_of_a_resolution_names_each_file_its_indexes_and_no_host(work):
     entry = assemble.lock_entry(work)
     assert entry["spec"] == lock.spec_digest(RELEASE) and entry["taken"] == "2026-12-05"
     assert entry["indexes"] == ["jammy-security/restricted/amd64", "jammy-updates/main/amd64",
                                 "jammy-updates/restricted/amd64"]
     assert [(item["filename"].rsplit("/", 1)[1], item["size"], item["indexes"]) for item in entry["files"]] == [
-        ("libnvidia-compute-580-server_580.178.04-0ubuntu0.22.04.1_amd64.deb", 4, ["jammy-security/restricted/amd64"]),
-        ("nvidia-utils-580-server_580.178.04-0ubuntu0.22.04.1_amd64.deb", 4, ["jammy-security/restricted/amd64"])]
+        (name, (work / "debs" / name).stat().st_size, ["jammy-security/restricted/amd64"]) for name in (
+            "libnvidia-compute-580-server_580.178.04-0ubuntu0.22.04.1_amd64.deb",
+            "nvidia-utils-580-server_580.178.04-0ubuntu0.22.04.1_amd64.deb")]
     assert entry["suites"]["jammy-updates"] == {"Origin": "Ubuntu", "Label": "Ubuntu", "Suite": "jammy-updates",
                                                 "Version": "22.04", "Codename": "jammy"}
     assert lock.pool_path("http://mirror.example/ubuntu/pool/r/x/a_1_amd64.deb") == "pool/r/x/a_1_amd64.deb"
