@@ -30,7 +30,7 @@ __metaclass__ = type
 import re
 from xml.etree import ElementTree
 
-from ansible_collections.gpufleet.node.plugins.module_utils.nvml import reset_status
+from ansible_collections.gpufleet.node.plugins.module_utils.nvml import reset_status, row_remapper_histogram
 
 __all__ = [
     "NvidiaSmiParseError",
@@ -573,6 +573,61 @@ def _clock_event_reasons(gpu):
     return sorted(active) if seen else None
 
 
+def _histogram(gpu):
+    """<remapped_rows><row_remapper_histogram>: banks by spare rows left ("192 bank(s)", capture 65, driver 590), as
+    nvml.row_remapper_histogram gives nvmlDeviceGetRowRemapperHistogram; None unless all five counts are printed."""
+    element = gpu.find("remapped_rows/row_remapper_histogram")
+    if element is None:
+        return None
+    values = [_int(_text(element, "row_remapper_histogram_" + name)) for name in ("max", "high", "partial", "low", "none")]
+    return None if None in values else row_remapper_histogram(values)
+
+
+def _repair_pending(gpu):
+    """<ecc_errors><channel_repair_pending> and <tpc_repair_pending> (Yes/No, capture 65, driver 590), as
+    nvmlDeviceGetRepairStatus reports them; None where neither is printed."""
+    pending = {"channel": _yes_no(_text(gpu, "ecc_errors/channel_repair_pending")),
+               "tpc": _yes_no(_text(gpu, "ecc_errors/tpc_repair_pending"))}
+    return pending if any(value is not None for value in pending.values()) else None
+
+
+# <fabric><health> (drivers from 570; capture 64 prints four children, capture 65 (590) six, all N/A on those PCIe
+# GPUs). No capture with values was found: only words that can mean one thing are read (the names of nvml.h's
+# NVML_GPU_FABRIC_HEALTH_SUMMARY_* and of its health mask comments), anything else is None.
+_HEALTH_SUMMARIES = {"healthy": "Healthy", "unhealthy": "Unhealthy", "limited capacity": "Limited Capacity"}
+_HEALTH_WORDS = {"yes": True, "true": True, "no": False, "false": False}
+_CONFIGURATION_WORDS = (("sysguid", "incorrect_sysguid"), ("chassis", "incorrect_chassis_sn"),
+                        ("partition", "no_partition"), ("nvlink", "insufficient_nvlinks"),
+                        ("firmware", "incompatible_gpu_fw"), ("gpu_fw", "incompatible_gpu_fw"),
+                        ("location", "invalid_location"), ("state", "gpu_state_invalid"))
+
+
+def _fabric_health(gpu):
+    """The fabric health as nvml.fabric_health gives it, from <fabric><health>; None where nothing is read."""
+    element = gpu.find("fabric/health")
+    if element is None:
+        return None
+    summary = (_text(element, "summary") or "").lower()
+    bandwidth = (_text(element, "bandwidth") or "").lower()
+    configuration = (_text(element, "incorrect_configuration") or "").lower().replace(" ", "_")
+    incorrect = None
+    if configuration in ("none", "no", "false") or configuration.startswith("correct"):
+        incorrect = "none"
+    elif configuration:
+        incorrect = next((name for word, name in _CONFIGURATION_WORDS if word in configuration), None)
+    health = {
+        "summary": _HEALTH_SUMMARIES.get(summary),
+        "degraded_bandwidth": True if bandwidth.startswith("degraded") else False if bandwidth in (
+            "full", "not degraded") else None,
+        "route_recovery_in_progress": _HEALTH_WORDS.get((_text(element, "route_recovery_in_progress") or "").lower()),
+        "route_unhealthy": _HEALTH_WORDS.get((_text(element, "route_unhealthy") or "").lower()),
+        "access_timeout_recovery": _HEALTH_WORDS.get((_text(element, "access_timeout_recovery") or "").lower()),
+        "incorrect_configuration": incorrect,
+        "partition_assigned": _HEALTH_WORDS.get((_text(element, "partition_assigned") or "").lower()),
+    }
+    return health if any(value is not None for value in health.values()) else None
+
+
 def _remapped_rows(gpu):
     rows = gpu.find("remapped_rows")
     if rows is None or not list(rows):
@@ -674,10 +729,15 @@ def _gpu(index, gpu):
         "ecc_errors_corrected_volatile": _ecc_count(gpu, "volatile", "correctable"),
         "retired_pages": _retired_pages(gpu),
         "remapped_rows": _remapped_rows(gpu),
+        "row_remapper_histogram": _histogram(gpu),
+        # <sram_threshold_exceeded> (drivers from 555): NVIDIA's field diagnostic threshold of SRAM errors is exceeded
+        "sram_threshold_exceeded": _yes_no(_text(gpu, "ecc_errors/aggregate/sram_threshold_exceeded")),
+        "repair_pending": _repair_pending(gpu),
         "recovery_action": recovery_action,
         "reset_required": reset_required,
         "drain_and_reset_recommended": drain_and_reset,
-        "fabric": {"state": _text(gpu, "fabric/state"), "status": _text(gpu, "fabric/status")},
+        "fabric": {"state": _text(gpu, "fabric/state"), "status": _text(gpu, "fabric/status"),
+                   "health": _fabric_health(gpu)},
         "pcie": {
             "gen_current": _int(_text(link, "pcie_gen/current_link_gen")),
             "gen_max": _int(_text(link, "pcie_gen/max_link_gen")),

@@ -13,7 +13,8 @@ Interface:
 * ``FUNCTIONS``: every NVML symbol this module may call (a stand-in library must export each one)
 * pure conversions, tested directly: ``return_code_name``, ``state_for_return``, ``clock_event_reason_names``,
   ``cpu_list``, ``relation_for_level``, ``nvlink_relations``, ``topology_matrix``, ``architecture_name``,
-  ``compute_mode_name``, ``cuda_version_string``, ``fabric_names``, ``reset_status``, ``p2p_status_name``,
+  ``compute_mode_name``, ``cuda_version_string``, ``fabric_names``, ``fabric_health``,
+  ``row_remapper_histogram``, ``struct_version``, ``reset_status``, ``p2p_status_name``,
   ``device_type_name``, ``mib``, ``watts``
 
 Every structure layout, enum value, constant and return code below is taken from NVIDIA's ``nvml.h`` as
@@ -69,6 +70,9 @@ FUNCTIONS = (
     "nvmlDeviceGetRetiredPages",
     "nvmlDeviceGetRetiredPagesPendingStatus",
     "nvmlDeviceGetRemappedRows",
+    "nvmlDeviceGetRowRemapperHistogram",
+    "nvmlDeviceGetSramEccErrorStatus",
+    "nvmlDeviceGetRepairStatus",
     "nvmlDeviceGetCurrPcieLinkGeneration",
     "nvmlDeviceGetMaxPcieLinkGeneration",
     "nvmlDeviceGetCurrPcieLinkWidth",
@@ -80,6 +84,7 @@ FUNCTIONS = (
     "nvmlDeviceGetCurrentClocksEventReasons",
     "nvmlDeviceGetCurrentClocksThrottleReasons",
     "nvmlDeviceGetUtilizationRates",
+    "nvmlDeviceGetGpuFabricInfoV",
     "nvmlDeviceGetGpuFabricInfo",
     "nvmlDeviceGetFieldValues",
     "nvmlDeviceGetMaxMigDeviceCount",
@@ -140,6 +145,7 @@ ERROR_NOT_SUPPORTED = 3
 ERROR_INSUFFICIENT_SIZE = 7
 ERROR_FUNCTION_NOT_FOUND = 13
 ERROR_GPU_IS_LOST = 15
+ERROR_ARGUMENT_VERSION_MISMATCH = 25
 
 # States gather() reports: nvidia_smi.ERROR_STATES plus two of its own. Kept literal here so that the
 # child process needs no other module_utils (tests/unit/.../test_nvml.py checks the two stay equal).
@@ -282,6 +288,23 @@ DEVICE_TYPES = {0x00: "gpu", 0x01: "ibmnpu", 0x02: "switch", 0xFF: "unknown"}
 FABRIC_STATES = {0: None, 1: "Not Started", 2: "In Progress", 3: "Completed"}
 _FABRIC_STATE_COMPLETED = 3
 
+# NVML_GPU_FABRIC_HEALTH_SUMMARY_* (nvmlGpuFabricInfo_v3_t.healthSummary); NOT_SUPPORTED is None.
+FABRIC_HEALTH_SUMMARIES = {0: None, 1: "Healthy", 2: "Unhealthy", 3: "Limited Capacity"}
+# The fields of nvmlGpuFabricInfo_v2/v3_t.healthMask: (fact name, NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_*,
+# NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_*, {value: meaning}). Value 0 of each is *_NOT_SUPPORTED (None); for the
+# yes/no fields 1 is *_TRUE and 2 *_FALSE.
+_YES_NO_FIELD = {1: True, 2: False}
+FABRIC_HEALTH_MASK = (
+    ("degraded_bandwidth", 0, 0x3, _YES_NO_FIELD),
+    ("route_recovery_in_progress", 2, 0x3, _YES_NO_FIELD),
+    ("route_unhealthy", 4, 0x3, _YES_NO_FIELD),
+    ("access_timeout_recovery", 6, 0x3, _YES_NO_FIELD),
+    ("incorrect_configuration", 8, 0xf, {1: "none", 2: "incorrect_sysguid", 3: "incorrect_chassis_sn", 4: "no_partition",
+                                         5: "insufficient_nvlinks", 6: "incompatible_gpu_fw", 7: "invalid_location",
+                                         8: "gpu_state_invalid"}),
+    ("partition_assigned", 12, 0x3, _YES_NO_FIELD),
+)
+
 
 # --- pure conversions -------------------------------------------------------------------------------------
 
@@ -379,6 +402,32 @@ def fabric_names(state, status, status_text=None):
     if status == SUCCESS:
         return {"state": name, "status": "Success"}
     return {"state": name, "status": status_text or return_code_name(status)}
+
+
+def fabric_health(mask, summary=None):
+    """nvmlGpuFabricInfo_v2/v3_t's healthMask and healthSummary -> {"summary", "degraded_bandwidth",
+    "route_recovery_in_progress", "route_unhealthy", "access_timeout_recovery", "incorrect_configuration",
+    "partition_assigned"}: each None where NVML says NOT_SUPPORTED or gives a value nvml.h does not define (an
+    incorrect configuration nvml.h does not name is "unknown (N)": it is not the value that means none). None when
+    neither mask nor summary was read (the v1 struct has neither; v2 has no summary)."""
+    if mask is None and summary is None:
+        return None
+    health = {"summary": FABRIC_HEALTH_SUMMARIES.get(summary) if summary is not None else None}
+    for name, shift, width, values in FABRIC_HEALTH_MASK:
+        value = (mask >> shift) & width if mask is not None else 0
+        if name == "incorrect_configuration" and value > 1 and value not in values:
+            health[name] = "unknown (%d)" % value
+        else:
+            health[name] = values.get(value)
+    return health
+
+
+def row_remapper_histogram(values):
+    """nvmlRowRemapperHistogramValues_t's five counts (max, high, partial, low, none: banks with all, many, some,
+    few and no spare rows left) -> a dict; None for None."""
+    if values is None:
+        return None
+    return dict(zip(("max", "high", "partial", "low", "none"), values))
 
 
 def recovery_action_name(value):
@@ -522,6 +571,46 @@ class _FabricInfo(ctypes.Structure):
         ("cliqueId", ctypes.c_uint),
         ("state", ctypes.c_ubyte),
     ]
+
+
+class _FabricInfoV2(ctypes.Structure):
+    """nvmlGpuFabricInfo_v2_t (nvmlDeviceGetGpuFabricInfoV, version nvmlGpuFabricInfo_v2)."""
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("clusterUuid", ctypes.c_ubyte * _FABRIC_UUID_LEN),
+        ("status", ctypes.c_int),
+        ("cliqueId", ctypes.c_uint),
+        ("state", ctypes.c_ubyte),
+        ("healthMask", ctypes.c_uint),
+    ]
+
+
+class _FabricInfoV3(ctypes.Structure):
+    """nvmlGpuFabricInfo_v3_t: v2 and healthSummary (nvmlDeviceGetGpuFabricInfoV, version nvmlGpuFabricInfo_v3)."""
+    _fields_ = _FabricInfoV2._fields_ + [("healthSummary", ctypes.c_ubyte)]
+
+
+class _RowRemapperHistogram(ctypes.Structure):
+    """nvmlRowRemapperHistogramValues_t (banks by spare rows left)."""
+    _fields_ = [(name, ctypes.c_uint) for name in ("max", "high", "partial", "low", "none")]
+
+
+class _EccSramErrorStatus(ctypes.Structure):
+    """nvmlEccSramErrorStatus_v1_t (nvmlDeviceGetSramEccErrorStatus)."""
+    _fields_ = [("version", ctypes.c_uint)] + [(name, ctypes.c_ulonglong) for name in (
+        "aggregateUncParity", "aggregateUncSecDed", "aggregateCor", "volatileUncParity", "volatileUncSecDed",
+        "volatileCor", "aggregateUncBucketL2", "aggregateUncBucketSm", "aggregateUncBucketPcie",
+        "aggregateUncBucketMcu", "aggregateUncBucketOther")] + [("bThresholdExceeded", ctypes.c_uint)]
+
+
+class _RepairStatus(ctypes.Structure):
+    """nvmlRepairStatus_v1_t (nvmlDeviceGetRepairStatus)."""
+    _fields_ = [("version", ctypes.c_uint), ("bChannelRepairPending", ctypes.c_uint), ("bTpcRepairPending", ctypes.c_uint)]
+
+
+def struct_version(structure, version):
+    """NVML_STRUCT_VERSION(data, ver) of nvml.h: the struct's size, with the version in the top byte."""
+    return ctypes.sizeof(structure) | (version << 24)
 
 
 class _DeviceAttributes(ctypes.Structure):
@@ -735,10 +824,62 @@ def _clock_reasons(nvml, label, handle):
 
 
 def _fabric(nvml, label, handle):
+    """The fabric state and status, with its health: nvmlDeviceGetGpuFabricInfoV with the v3 struct (health mask
+    and summary), else v2 (mask only) where the library answers ARGUMENT_VERSION_MISMATCH, else the unversioned
+    nvmlDeviceGetGpuFabricInfo of older libraries (no health)."""
+    if nvml.function("nvmlDeviceGetGpuFabricInfoV") is not None:
+        for structure, version in ((_FabricInfoV3, 3), (_FabricInfoV2, 2)):
+            info = structure()
+            info.version = struct_version(structure, version)
+            code = nvml.raw("nvmlDeviceGetGpuFabricInfoV", handle, ctypes.byref(info))
+            if code == SUCCESS:
+                result = fabric_names(info.state, info.status, nvml.error_string(info.status))
+                result["health"] = fabric_health(info.healthMask, info.healthSummary if version == 3 else None)
+                return result
+            if code == ERROR_ARGUMENT_VERSION_MISMATCH:
+                continue
+            if code == ERROR_GPU_IS_LOST:
+                raise _DeviceLost("nvmlDeviceGetGpuFabricInfoV")
+            if code == ERROR_NOT_SUPPORTED:
+                nvml.missing.add("nvmlDeviceGetGpuFabricInfoV")
+                return {"state": None, "status": None, "health": None}
+            if code is not None:
+                nvml.errors.append({"call": "nvmlDeviceGetGpuFabricInfoV", "device": label,
+                                    "nvml_return": return_code_name(code)})
+            break
+    else:
+        nvml.absent.add("nvmlDeviceGetGpuFabricInfoV")
+        nvml.missing.add("nvmlDeviceGetGpuFabricInfoV")
     info = _FabricInfo()
     if not nvml.call("nvmlDeviceGetGpuFabricInfo", label, handle, ctypes.byref(info)):
-        return {"state": None, "status": None}
-    return fabric_names(info.state, info.status, nvml.error_string(info.status))
+        return {"state": None, "status": None, "health": None}
+    return dict(fabric_names(info.state, info.status, nvml.error_string(info.status)), health=None)
+
+
+def _histogram(nvml, label, handle):
+    values = _RowRemapperHistogram()
+    if not nvml.call("nvmlDeviceGetRowRemapperHistogram", label, handle, ctypes.byref(values)):
+        return None
+    return row_remapper_histogram([getattr(values, name) for name in ("max", "high", "partial", "low", "none")])
+
+
+def _sram_threshold_exceeded(nvml, label, handle):
+    """bThresholdExceeded of nvmlDeviceGetSramEccErrorStatus: the SRAM error threshold of NVIDIA's field diagnostic
+    is exceeded (its RMA criterion); None where unreadable (NVML asks for root, older drivers lack the call)."""
+    status = _EccSramErrorStatus()
+    status.version = struct_version(_EccSramErrorStatus, 1)
+    if not nvml.call("nvmlDeviceGetSramEccErrorStatus", label, handle, ctypes.byref(status)):
+        return None
+    return bool(status.bThresholdExceeded)
+
+
+def _repair_pending(nvml, label, handle):
+    """{"channel", "tpc"}: a channel (HBM) or TPC repair waits for a GPU reset (nvmlDeviceGetRepairStatus)."""
+    status = _RepairStatus()
+    status.version = struct_version(_RepairStatus, 1)
+    if not nvml.call("nvmlDeviceGetRepairStatus", label, handle, ctypes.byref(status)):
+        return None
+    return {"channel": bool(status.bChannelRepairPending), "tpc": bool(status.bTpcRepairPending)}
 
 
 def _mig_devices(nvml, label, handle):
@@ -821,6 +962,9 @@ def _device(nvml, index, handle):
             "pending": nvml.enabled("nvmlDeviceGetRetiredPagesPendingStatus", label, handle),
         },
         "remapped_rows": _remapped_rows(nvml, label, handle),
+        "row_remapper_histogram": _histogram(nvml, label, handle),
+        "sram_threshold_exceeded": _sram_threshold_exceeded(nvml, label, handle),
+        "repair_pending": _repair_pending(nvml, label, handle),
         "recovery_action": recovery_action,
         "reset_required": reset_required,
         "drain_and_reset_recommended": drain,

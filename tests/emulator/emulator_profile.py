@@ -62,6 +62,14 @@ FABRIC_STATES = {"not supported": 0, "not started": 1, "in progress": 2, "comple
 # a driver from 570 reports it (null: a driver before, which has the reset status only).
 RECOVERY_ACTIONS = {"none": 0, "gpu_reset": 1, "node_reboot": 2, "drain_p2p": 3, "drain_and_reset": 4,
                     "recover_imex_domain": 5}
+# A planted "fabric_health" ({"summary": "Unhealthy", "degraded_bandwidth": true, ..., "version": 3}) as
+# nvmlGpuFabricInfo_v3_t's healthSummary (NVML_GPU_FABRIC_HEALTH_SUMMARY_*) and healthMask (each field at its
+# NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_*: 1 TRUE, 2 FALSE, absent 0 NOT_SUPPORTED; incorrect_configuration by name).
+FABRIC_HEALTH_SUMMARIES = {"healthy": 1, "unhealthy": 2, "limited capacity": 3}
+FABRIC_HEALTH_SHIFTS = {"degraded_bandwidth": 0, "route_recovery_in_progress": 2, "route_unhealthy": 4,
+                        "access_timeout_recovery": 6, "incorrect_configuration": 8, "partition_assigned": 12}
+FABRIC_CONFIGURATIONS = {"none": 1, "incorrect_sysguid": 2, "incorrect_chassis_sn": 3, "no_partition": 4,
+                         "insufficient_nvlinks": 5, "incompatible_gpu_fw": 6, "invalid_location": 7, "gpu_state_invalid": 8}
 # nvmlGpuTopologyLevel_t for the relations of a topo -m matrix.
 TOPOLOGY_LEVELS = {"PIX": 10, "PXB": 20, "PHB": 30, "NODE": 40, "SYS": 50, "SOC": 50}
 NVML_TOPOLOGY_NODE = 40
@@ -332,6 +340,31 @@ def _text(value, what):
     return str(value)
 
 
+def fabric_health_line(health):
+    """The nvml.conf line of a planted fabric health: "fabric_health MASK SUMMARY VERSION"."""
+    mask = 0
+    for key, shift in FABRIC_HEALTH_SHIFTS.items():
+        value = health.get(key)
+        if value is None:
+            continue
+        code = FABRIC_CONFIGURATIONS[value] if key == "incorrect_configuration" else (1 if value else 2)
+        mask |= code << shift
+    summary = FABRIC_HEALTH_SUMMARIES[health["summary"].lower()] if health.get("summary") else 0
+    return "fabric_health 0x%x %d %d" % (mask, summary, health.get("version", 3))
+
+
+def row_remapper_histogram(settings):
+    """(max, high, partial, low, none) banks where the profile gives its bank count (row_remapper_banks), as the
+    nvidia-smi emulator prints them: remapped rows move banks from max to high, a planted
+    row_remapper_banks_exhausted moves banks to none. None without a bank count."""
+    banks, rows = settings.get("row_remapper_banks"), settings.get("remapped_rows")
+    if banks is None or rows is None:
+        return None
+    exhausted = min(banks, settings.get("row_remapper_banks_exhausted") or 0)
+    used = min(banks - exhausted, (rows.get("correctable") or 0) + (rows.get("uncorrectable") or 0))
+    return (banks - exhausted - used, used, 0, 0, exhausted)
+
+
 def gpu_lines(profile, name, index, settings, topology, ends, faults):
     """The nvml.conf block of one GPU."""
     inactive = {(int(gpu), int(link)) for gpu, link in faults.get("inactive_links", [])}
@@ -361,6 +394,8 @@ def gpu_lines(profile, name, index, settings, topology, ends, faults):
     if settings["compute_mode"] is not None:
         out.append("compute_mode %d" % COMPUTE_MODES[settings["compute_mode"].lower()])
     out.append("mig_max_devices %d" % (7 if MIG_CAPABLE.search(settings["name"]) else -1))
+    if settings.get("mig"):     # a planted MIG GPU: remapped rows and their histogram answer NOT_SUPPORTED
+        out.append("mig_mode 1 1")
     for kind, error_type in (("uncorrectable", 1), ("correctable", 0)):
         for counter, counter_type in (("volatile", 0), ("aggregate", 1)):
             for location, location_type in (("dram", 2), ("sram", 7)):
@@ -397,6 +432,16 @@ def gpu_lines(profile, name, index, settings, topology, ends, faults):
         out.append("drain_and_reset_recommended %s" % _flag(settings["drain_and_reset_recommended"]))
     if settings["recovery_action"] is not None:
         out.append("recovery_action %d" % RECOVERY_ACTIONS[settings["recovery_action"]])
+    histogram = row_remapper_histogram(settings)
+    if histogram is not None:
+        out.append("row_remapper_histogram %d %d %d %d %d" % histogram)
+    if settings.get("sram_threshold_exceeded") is not None:     # drivers from 555
+        out.append("sram_threshold_exceeded %s" % _flag(settings["sram_threshold_exceeded"]))
+    if settings.get("repair_pending") is not None:              # drivers from 590: {"channel": bool, "tpc": bool}
+        out.append("repair_status %s %s" % (_flag(settings["repair_pending"].get("channel")),
+                                            _flag(settings["repair_pending"].get("tpc"))))
+    if settings.get("fabric_health") is not None:
+        out.append(fabric_health_line(settings["fabric_health"]))
     if ends[index]:
         out.append("nvlink_speed_mbps %d" % round(profile["nvlink"]["speed_gbps"] * 1000))
     for link, (remote_type, remote_bus, remote_id) in enumerate(ends[index]):

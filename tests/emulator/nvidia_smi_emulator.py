@@ -18,7 +18,12 @@ Configuration, read at every call:
 A profile's ``gpu`` holds what every GPU shares; ``per_gpu`` (``{"<index>": {...}}``) and the faults' ``gpus``
 override it per GPU, in that order. Per-GPU keys and their defaults are ``GPU_DEFAULTS`` below; ``pci_device_id``
 (``"0x20b2"``) and ``row_remapper_banks`` (the bank count of the remapping histogram) are optional and printed
-only where a profile gives them.
+only where a profile gives them. Health faults of newer drivers, printed only where planted: ``sram_threshold_exceeded``
+(a bool: ``<aggregate><sram_threshold_exceeded>``, drivers from 555), ``repair_pending`` (``{"channel": bool, "tpc":
+bool}``: ``<channel_repair_pending>``/``<tpc_repair_pending>`` as capture 65 of driver 590 prints them),
+``row_remapper_banks_exhausted`` (banks moved to the histogram's ``none``) and ``mig`` (MIG Enabled, and
+``<remapped_rows>N/A</remapped_rows>`` as the A100 MIG capture 31 prints it). A planted ``fabric_health`` reaches only
+the fake NVML: no capture prints ``<fabric><health>`` values other than N/A, so the emulator prints none.
 
 How a fault shows, as on real machines: an inactive link is ``Link N: <inactive>``; a GPU with every link down
 prints ``NVML: Unable to retrieve NVLink information as all links are inActive`` under its ``nvlink -s`` header
@@ -336,9 +341,22 @@ def _ecc(gpu, kind):
             for name in ("sram_correctable", "sram_uncorrectable", "dram_correctable", "dram_uncorrectable")]
 
 
+def _ecc_errors(gpu):
+    """<ecc_errors>: the v12 counters, with the threshold and repair flags of newer drivers where planted."""
+    aggregate = _ecc(gpu, "aggregate")
+    if gpu.get("sram_threshold_exceeded") is not None:
+        aggregate.append(("sram_threshold_exceeded", _yes_no(gpu["sram_threshold_exceeded"])))
+    children = [("volatile", _ecc(gpu, "volatile")), ("aggregate", aggregate)]
+    repair = gpu.get("repair_pending")
+    if repair is not None:
+        children += [("channel_repair_pending", _yes_no(repair.get("channel"))),
+                     ("tpc_repair_pending", _yes_no(repair.get("tpc")))]
+    return children
+
+
 def _remapped_rows(gpu):
     rows = gpu["remapped_rows"]
-    if rows is None:
+    if rows is None or gpu.get("mig"):
         return NA
     children = [
         ("remapped_row_corr", _na(rows.get("correctable"))),
@@ -350,8 +368,9 @@ def _remapped_rows(gpu):
     if banks is not None:
         # Every bank starts with all its spare rows ("max"); a remapped row moves one bank to "high" (an A100 with
         # one correctable remap shows Max 639 / High 1 of 640).
-        used = min(banks, (rows.get("correctable") or 0) + (rows.get("uncorrectable") or 0))
-        histogram = [("max", banks - used), ("high", used), ("partial", 0), ("low", 0), ("none", 0)]
+        exhausted = min(banks, gpu.get("row_remapper_banks_exhausted") or 0)
+        used = min(banks - exhausted, (rows.get("correctable") or 0) + (rows.get("uncorrectable") or 0))
+        histogram = [("max", banks - exhausted - used), ("high", used), ("partial", 0), ("low", 0), ("none", exhausted)]
         children.append(("row_remapper_histogram", [("row_remapper_histogram_%s" % name, "%d bank(s)" % count)
                                                     for name, count in histogram]))
     return children
@@ -424,7 +443,8 @@ def gpu_element(gpu, persistence):
         ("product_name", gpu["name"]),
         ("product_architecture", _na(gpu["architecture"])),
         ("persistence_mode", persistence),
-        ("mig_mode", [("current_mig", "Disabled"), ("pending_mig", "Disabled")]),
+        ("mig_mode", [("current_mig", "Enabled" if gpu.get("mig") else "Disabled"),
+                      ("pending_mig", "Enabled" if gpu.get("mig") else "Disabled")]),
         ("mig_devices", None),
         ("accounting_mode", "Disabled"),
         ("accounting_mode_buffer_size", "4000"),
@@ -456,7 +476,7 @@ def gpu_element(gpu, persistence):
             ("ofa_util", "0 %"),
         ]),
         ("ecc_mode", [("current_ecc", "Enabled"), ("pending_ecc", "Enabled")]),
-        ("ecc_errors", [("volatile", _ecc(gpu, "volatile")), ("aggregate", _ecc(gpu, "aggregate"))]),
+        ("ecc_errors", _ecc_errors(gpu)),
         ("retired_pages", [
             ("multiple_single_bit_retirement", [("retired_count", _retired_count(gpu))]),
             ("double_bit_retirement", [("retired_count", _retired_count(gpu))]),

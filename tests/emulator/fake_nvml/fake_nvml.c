@@ -6,7 +6,10 @@
  * github.com/NVIDIA/go-nvml, gen/nvml/nvml.h at commit 075f45f ("NVML VERSION: 12.2.140", the 535 driver branch the
  * emulated profiles run) and checked against the same file at 2f9e261 (NVML 13.3.29), which adds
  * nvmlDeviceGetNumaNodeId (from 12.4) and the field ids NVML_FI_DEV_RESET_STATUS (226),
- * NVML_FI_DEV_DRAIN_AND_RESET_STATUS (227) and NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (230). The declarations below
+ * NVML_FI_DEV_DRAIN_AND_RESET_STATUS (227) and NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (230), and the health calls of
+ * newer drivers: nvmlDeviceGetGpuFabricInfoV (nvmlGpuFabricInfo_v2_t/_v3_t, NVML_GPU_FABRIC_HEALTH_*),
+ * nvmlDeviceGetRowRemapperHistogram, nvmlDeviceGetSramEccErrorStatus (nvmlEccSramErrorStatus_v1_t) and
+ * nvmlDeviceGetRepairStatus (nvmlRepairStatus_v1_t). The declarations below
  * are written from those facts; nvml.h itself is not included.
  *
  * What it answers comes from a flat file rendered by tests/emulator/emulator_profile.py from a hardware profile
@@ -173,6 +176,58 @@ typedef struct {
     nvmlGpuFabricState_t state;
 } nvmlGpuFabricInfo_t;
 
+/* NVML_STRUCT_VERSION(data, ver): a versioned struct's size with the version in the top byte. */
+#define NVML_STRUCT_VERSION(type, ver) ((unsigned int)(sizeof(type) | ((ver) << 24U)))
+
+typedef struct {
+    unsigned int version;
+    unsigned char clusterUuid[NVML_GPU_FABRIC_UUID_LEN];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    nvmlGpuFabricState_t state;
+    unsigned int healthMask;
+} nvmlGpuFabricInfo_v2_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned char clusterUuid[NVML_GPU_FABRIC_UUID_LEN];
+    nvmlReturn_t status;
+    unsigned int cliqueId;
+    nvmlGpuFabricState_t state;
+    unsigned int healthMask;
+    unsigned char healthSummary;
+} nvmlGpuFabricInfo_v3_t;
+
+typedef struct nvmlRowRemapperHistogramValues_st {
+    unsigned int max;
+    unsigned int high;
+    unsigned int partial;
+    unsigned int low;
+    unsigned int none;
+} nvmlRowRemapperHistogramValues_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned long long aggregateUncParity;
+    unsigned long long aggregateUncSecDed;
+    unsigned long long aggregateCor;
+    unsigned long long volatileUncParity;
+    unsigned long long volatileUncSecDed;
+    unsigned long long volatileCor;
+    unsigned long long aggregateUncBucketL2;
+    unsigned long long aggregateUncBucketSm;
+    unsigned long long aggregateUncBucketPcie;
+    unsigned long long aggregateUncBucketMcu;
+    unsigned long long aggregateUncBucketOther;
+    unsigned int bThresholdExceeded;
+} nvmlEccSramErrorStatus_v1_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned int bChannelRepairPending;
+    unsigned int bTpcRepairPending;
+} nvmlRepairStatus_v1_t;
+
 /* ------------------------------------------------------------------------------------------ the emulated node */
 
 #define MAX_GPUS 64
@@ -208,6 +263,14 @@ struct nvmlDevice_st {
     int has_reset_required, reset_required, has_drain, drain_and_reset;
     int has_recovery_action;
     unsigned int recovery_action;
+    int has_fabric_health, fabric_health_version;
+    unsigned int fabric_health_mask, fabric_health_summary;
+    int has_histogram;
+    unsigned int histogram[5];
+    int has_sram_threshold, sram_threshold;
+    int has_repair;
+    unsigned int repair[2];
+    int mig_current, mig_pending;
     int links;
     struct link link[NVML_NVLINK_MAX_LINKS];
     int has_ancestor[MAX_GPUS], ancestor[MAX_GPUS], p2p[MAX_GPUS][5];
@@ -429,6 +492,19 @@ static int parse_line(const char *key, const char *value, struct nvmlDevice_st *
         return (d->has_drain = sscanf(value, "%d", &d->drain_and_reset) == 1) ? 0 : -1;
     if (strcmp(key, "recovery_action") == 0)
         return (d->has_recovery_action = sscanf(value, "%u", &d->recovery_action) == 1) ? 0 : -1;
+    if (strcmp(key, "fabric_health") == 0)
+        return (d->has_fabric_health = sscanf(value, "%x %u %d", &d->fabric_health_mask, &d->fabric_health_summary,
+                                              &d->fabric_health_version) == 3
+                && (d->fabric_health_version == 2 || d->fabric_health_version == 3)) ? 0 : -1;
+    if (strcmp(key, "row_remapper_histogram") == 0)
+        return (d->has_histogram = sscanf(value, "%u %u %u %u %u", &d->histogram[0], &d->histogram[1],
+                                          &d->histogram[2], &d->histogram[3], &d->histogram[4]) == 5) ? 0 : -1;
+    if (strcmp(key, "sram_threshold_exceeded") == 0)
+        return (d->has_sram_threshold = sscanf(value, "%d", &d->sram_threshold) == 1) ? 0 : -1;
+    if (strcmp(key, "repair_status") == 0)
+        return (d->has_repair = sscanf(value, "%u %u", &d->repair[0], &d->repair[1]) == 2) ? 0 : -1;
+    if (strcmp(key, "mig_mode") == 0)
+        return sscanf(value, "%d %d", &d->mig_current, &d->mig_pending) == 2 ? 0 : -1;
     if (strcmp(key, "link") == 0) {
         char bus[64];
         if (sscanf(value, "%u %u %u %63s %x", &a, &b, &c, bus, &e) != 5 || a != (unsigned int)d->links
@@ -797,15 +873,15 @@ EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(struct nvmlDevice_st *device, nvmlC
     return NVML_SUCCESS;
 }
 
-/* MIG is off on every emulated GPU (the nvidia-smi emulator prints Disabled for each). */
+/* MIG is off unless the conf says "mig_mode 1 1" (a planted MIG GPU; it has no MIG device handles). */
 EXPORT nvmlReturn_t nvmlDeviceGetMigMode(struct nvmlDevice_st *device, unsigned int *currentMode,
                                          unsigned int *pendingMode)
 {
     DEVICE(device, d);
-    (void)d;
     if (!currentMode || !pendingMode)
         return NVML_ERROR_INVALID_ARGUMENT;
-    *currentMode = *pendingMode = 0;
+    *currentMode = d->mig_current ? 1 : 0;
+    *pendingMode = d->mig_pending ? 1 : 0;
     return NVML_SUCCESS;
 }
 
@@ -943,12 +1019,65 @@ EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(struct nvmlDevice_st *device, unsi
     DEVICE(device, d);
     if (!corrRows || !uncRows || !isPending || !failureOccurred)
         return NVML_ERROR_INVALID_ARGUMENT;
-    if (!d->has_remapped)
+    /* nvml.h: "NVML_ERROR_NOT_SUPPORTED If MIG is enabled" (the 31-a100 MIG capture prints remapped_rows N/A) */
+    if (!d->has_remapped || d->mig_current)
         return NVML_ERROR_NOT_SUPPORTED;
     *corrRows = d->remapped[0];
     *uncRows = d->remapped[1];
     *isPending = d->remapped[2];
     *failureOccurred = d->remapped[3];
+    return NVML_SUCCESS;
+}
+
+/* The histogram under MIG: nvml.h does not say; answered as the remapped rows are (NOT_SUPPORTED). */
+EXPORT nvmlReturn_t nvmlDeviceGetRowRemapperHistogram(struct nvmlDevice_st *device,
+                                                      nvmlRowRemapperHistogramValues_t *values)
+{
+    DEVICE(device, d);
+    if (!values)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!d->has_histogram || d->mig_current)
+        return NVML_ERROR_NOT_SUPPORTED;
+    values->max = d->histogram[0];
+    values->high = d->histogram[1];
+    values->partial = d->histogram[2];
+    values->low = d->histogram[3];
+    values->none = d->histogram[4];
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetSramEccErrorStatus(struct nvmlDevice_st *device, nvmlEccSramErrorStatus_v1_t *status)
+{
+    unsigned int version;
+    DEVICE(device, d);
+    if (!status)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    version = status->version;
+    if (version != NVML_STRUCT_VERSION(nvmlEccSramErrorStatus_v1_t, 1))
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (!d->has_sram_threshold)
+        return NVML_ERROR_NOT_SUPPORTED;
+    memset(status, 0, sizeof(*status));
+    status->version = version;
+    status->aggregateUncParity = d->ecc[1][1][7];   /* the aggregate SRAM uncorrectable count of the conf */
+    status->volatileUncParity = d->ecc[1][0][7];
+    status->bThresholdExceeded = d->sram_threshold ? 1 : 0;
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetRepairStatus(struct nvmlDevice_st *device, nvmlRepairStatus_v1_t *repairStatus)
+{
+    unsigned int version;
+    DEVICE(device, d);
+    if (!repairStatus)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    version = repairStatus->version;
+    if (version != NVML_STRUCT_VERSION(nvmlRepairStatus_v1_t, 1))
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (!d->has_repair)
+        return NVML_ERROR_NOT_SUPPORTED;
+    repairStatus->bChannelRepairPending = d->repair[0] ? 1 : 0;
+    repairStatus->bTpcRepairPending = d->repair[1] ? 1 : 0;
     return NVML_SUCCESS;
 }
 
@@ -1231,6 +1360,37 @@ EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo(struct nvmlDevice_st *device, nvm
     return NVML_SUCCESS;
 }
 
+/* The versioned call of newer drivers. Without "fabric_health" in the conf the library is one of the 535 branch,
+   which has no such call (NVML_ERROR_FUNCTION_NOT_FOUND); "fabric_health MASK SUMMARY 2" one that knows only
+   nvmlGpuFabricInfo_v2 (a v3 request: NVML_ERROR_ARGUMENT_VERSION_MISMATCH). */
+EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(struct nvmlDevice_st *device, nvmlGpuFabricInfo_v3_t *gpuFabricInfo)
+{
+    unsigned int version;
+    DEVICE(device, d);
+    if (!gpuFabricInfo)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!d->has_fabric_health)
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    version = gpuFabricInfo->version;
+    if (version == NVML_STRUCT_VERSION(nvmlGpuFabricInfo_v3_t, 3) && d->fabric_health_version == 3)
+        memset(gpuFabricInfo, 0, sizeof(nvmlGpuFabricInfo_v3_t));
+    else if (version == NVML_STRUCT_VERSION(nvmlGpuFabricInfo_v2_t, 2))
+        memset(gpuFabricInfo, 0, sizeof(nvmlGpuFabricInfo_v2_t));
+    else
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (!d->has_fabric)
+        return NVML_ERROR_NOT_SUPPORTED;
+    gpuFabricInfo->version = version;
+    if (d->fabric_state == 3)
+        memcpy(gpuFabricInfo->clusterUuid, "gpufleet-fabric0", NVML_GPU_FABRIC_UUID_LEN);
+    gpuFabricInfo->status = (nvmlReturn_t)d->fabric_status;
+    gpuFabricInfo->state = (nvmlGpuFabricState_t)d->fabric_state;
+    gpuFabricInfo->healthMask = d->fabric_health_mask;
+    if (version == NVML_STRUCT_VERSION(nvmlGpuFabricInfo_v3_t, 3))
+        gpuFabricInfo->healthSummary = (unsigned char)d->fabric_health_summary;
+    return NVML_SUCCESS;
+}
+
 static void field_value(struct nvmlDevice_st *d, nvmlFieldValue_t *field)
 {
     int known = 1;
@@ -1246,7 +1406,7 @@ static void field_value(struct nvmlDevice_st *d, nvmlFieldValue_t *field)
     case NVML_FI_DEV_REMAPPED_UNC:
     case NVML_FI_DEV_REMAPPED_PENDING:
     case NVML_FI_DEV_REMAPPED_FAILURE:
-        known = d->has_remapped;
+        known = d->has_remapped && !d->mig_current;     /* as nvmlDeviceGetRemappedRows under MIG */
         field->value.uiVal = d->remapped[field->fieldId - NVML_FI_DEV_REMAPPED_COR];
         break;
     /* A driver that reports the recovery action (570+) has deprecated the two reset fields: NOT_SUPPORTED. */

@@ -96,6 +96,35 @@ GATES = [
      {"gpufleet_health_require_pcie_gen_max": False}),
     ({"compute_mode": "Exclusive_Process"}, "GPU1: compute mode Exclusive_Process, not Default",
      {"compute_mode": None}, "compute mode not reported (GPU1)", {"gpufleet_health_require_compute_mode_default": False}),
+    # The lifetime count survives a driver reload (the volatile one does not): 0 since the reload, 600 in its life.
+    ({"ecc_errors_uncorrected_aggregate": 600}, "GPU1: 600 uncorrected ECC errors in its lifetime (max 512)",
+     {"ecc_errors_uncorrected_aggregate": None}, "lifetime uncorrected ECC errors not reported (GPU1)",
+     {"gpufleet_health_ecc_uncorrected_aggregate_max": None}),
+    ({"sram_threshold_exceeded": True},
+     "GPU1: SRAM error threshold exceeded (NVIDIA's RMA criterion: run the field diagnostic)", None, None,
+     {"gpufleet_health_fail_on_sram_threshold_exceeded": False}),
+    ({"row_remapper_histogram": {"max": 638, "high": 0, "partial": 0, "low": 0, "none": 2}},
+     "GPU1: 2 memory banks without spare rows (max 0; the next uncorrectable error there fails the row remapping)",
+     None, None, {"gpufleet_health_row_remapper_banks_exhausted_max": 2}),
+    ({"repair_pending": {"channel": True, "tpc": True}}, "GPU1: channel and TPC repair pending (reset the GPU)", None, None,
+     {"gpufleet_health_fail_on_repair_pending": False}),
+    ({"fabric": {"state": "Completed", "status": "Success", "health": {
+        "summary": "Unhealthy", "degraded_bandwidth": True, "route_recovery_in_progress": True, "route_unhealthy": False,
+        "access_timeout_recovery": None, "incorrect_configuration": "none", "partition_assigned": True}}},
+     "GPU1: NVLink fabric unhealthy: bandwidth degraded, route recovery in progress", None, None,
+     {"gpufleet_health_fail_on_fabric_unhealthy": False}),
+    ({"fabric": {"state": "Completed", "status": "Success", "health": {
+        "summary": None, "degraded_bandwidth": None, "route_recovery_in_progress": None, "route_unhealthy": None,
+        "access_timeout_recovery": None, "incorrect_configuration": "insufficient_nvlinks", "partition_assigned": None}}},
+     "GPU1: NVLink fabric degraded: incorrect configuration (insufficient nvlinks)", None, None,
+     {"gpufleet_health_fail_on_fabric_unhealthy": "no"}),
+    ({"mig_mode": {"current": True, "pending": True}, "remapped_rows": None,
+      "retired_pages": {"single_bit_ecc": None, "double_bit_ecc": None, "pending": None}, "recovery_action": "gpu_reset"},
+     "GPU1: recovery action gpu_reset (reset the GPU)",
+     {"mig_mode": {"current": True, "pending": True}, "remapped_rows": None,
+      "retired_pages": {"single_bit_ecc": None, "double_bit_ecc": None, "pending": None}},
+     "row remapping under MIG (turn MIG off to read it) not reported (GPU1)",
+     {"gpufleet_health_fail_on_recovery_action": False, "gpufleet_health_fail_on_reset_required": False}),
 ]
 
 
@@ -120,6 +149,49 @@ def test_a_recovery_action_is_said_once_and_counts_before_the_reset_flags():
     # An action that says nothing of a reset is still an answer: the reset flags are not "not reported".
     gpu = with_device({"recovery_action": "drain_p2p", "reset_required": None, "drain_and_reset_recommended": None})
     assert gpufleet_node_health(gpu, None, off) == {"failures": [], "warnings": []}
+
+
+def test_the_new_memory_and_fabric_facts_when_null_or_healthy_pass_silently():
+    """A null SRAM threshold, histogram, repair status or fabric health (older drivers) neither fails nor warns; a
+    healthy histogram and fabric pass; limited capacity and a recovery in progress only warn."""
+    for changes in ({"sram_threshold_exceeded": None, "row_remapper_histogram": None, "repair_pending": None},
+                    {"sram_threshold_exceeded": False, "repair_pending": {"channel": False, "tpc": False},
+                     "row_remapper_histogram": {"max": 640, "high": 0, "partial": 0, "low": 0, "none": 0}},
+                    {"fabric": {"state": "Completed", "status": "Success", "health": None}}):
+        assert gpufleet_node_health(with_device(changes)) == {"failures": [], "warnings": []}
+    limited = with_device({"fabric": {"state": "Completed", "status": "Success", "health": {
+        "summary": "Limited Capacity", "degraded_bandwidth": False, "route_recovery_in_progress": None,
+        "route_unhealthy": False, "access_timeout_recovery": True, "incorrect_configuration": "none",
+        "partition_assigned": True}}})
+    assert gpufleet_node_health(limited) == {"failures": [], "warnings": [
+        "GPU1: NVLink fabric limited capacity, access timeout recovery in progress"]}
+    # ECC off: the lifetime count is not said twice (the volatile gate says ECC is off)
+    off = with_device({"ecc_mode": {"current": False, "pending": False}, "ecc_errors_uncorrected_volatile": None,
+                       "ecc_errors_uncorrected_aggregate": None})
+    assert gpufleet_node_health(off) == {"failures": [], "warnings": ["GPU1: ECC is off, uncorrected errors are not counted"]}
+
+
+def test_the_current_hardware_issues_example_fails_by_each_fact():
+    """The issue's GPU: DRAIN_P2P, 7 lifetime uncorrectable errors (none since the reload), 900 uncorrectable remapped
+    rows with banks exhausted, a TPC repair pending and the SRAM threshold exceeded, behind a fabric that completed but
+    runs with degraded bandwidth. It passed every gate before; each fact now fails it by name."""
+    gpu = with_device({"recovery_action": "drain_p2p", "ecc_errors_uncorrected_volatile": 0,
+                       "ecc_errors_uncorrected_aggregate": 7,
+                       "remapped_rows": {"correctable": 0, "uncorrectable": 900, "pending": False, "failure": False},
+                       "row_remapper_histogram": {"max": 500, "high": 100, "partial": 20, "low": 10, "none": 10},
+                       "repair_pending": {"channel": False, "tpc": True}, "sram_threshold_exceeded": True,
+                       "fabric": {"state": "Completed", "status": "Success", "health": {
+                           "summary": "Healthy", "degraded_bandwidth": True, "route_recovery_in_progress": False,
+                           "route_unhealthy": False, "access_timeout_recovery": False,
+                           "incorrect_configuration": "none", "partition_assigned": True}}})
+    assert gpufleet_node_health(gpu)["failures"] == [
+        "GPU1: SRAM error threshold exceeded (NVIDIA's RMA criterion: run the field diagnostic)",
+        "GPU1: 10 memory banks without spare rows (max 0; the next uncorrectable error there fails the row remapping)",
+        "GPU1: TPC repair pending (reset the GPU)",
+        "GPU1: recovery action drain_p2p (stop peer-to-peer work, then read the action again)",
+        "GPU1: NVLink fabric degraded: bandwidth degraded"]
+    strict = gpufleet_node_health(gpu, None, {"gpufleet_health_ecc_uncorrected_aggregate_max": 0})["failures"]
+    assert "GPU1: 7 uncorrected ECC errors in its lifetime (max 0)" in strict
 
 
 def test_fewer_gpus_than_the_pci_bus_shows():
@@ -524,7 +596,37 @@ EMULATED = [
     ("pcie-4gpu", {"gpus": {"0": {"compute_mode": "Exclusive_Process"},
                             "3": {"clock_event_reasons": ["gpu_idle", "hw_thermal_slowdown"], "temperature_c": 91}}},
      ["GPU0: compute mode Exclusive_Process, not Default", "GPU3: hw_thermal_slowdown while idle"]),
+    # Faults of newer drivers, the same through both backends: the SRAM threshold (555+), exhausted banks (the A100
+    # profile gives its 640 banks), a pending repair (590+), a lifetime count past the remapper's 512.
+    ("hgx-a100-8gpu", {"gpus": {"1": {"sram_threshold_exceeded": True, "row_remapper_banks_exhausted": 3},
+                                "2": {"repair_pending": {"channel": True, "tpc": False}},
+                                "4": {"ecc_dram_uncorrectable_aggregate": 600, "ecc_sram_uncorrectable_aggregate": 1}}},
+     ["GPU1: SRAM error threshold exceeded (NVIDIA's RMA criterion: run the field diagnostic)",
+      "GPU1: 3 memory banks without spare rows (max 0; the next uncorrectable error there fails the row remapping)",
+      "GPU2: channel repair pending (reset the GPU)",
+      "GPU4: 601 uncorrected ECC errors in its lifetime (max 512)"]),
 ]
+
+
+def test_mig_and_fabric_health_on_emulated_hardware(emulated_node, monkeypatch):
+    """A MIG GPU's remapped rows are not reported by either backend (NOT_SUPPORTED; N/A in -q -x): a warning, and the
+    recovery action it carries still fails it. A fabric health planted in the fake NVML (the v3 struct) fails a
+    Completed/Success GPU with the decoded mask; a library that knows only the v2 struct still gives the mask."""
+    faults = {"gpus": {"3": {"mig": True, "recovery_action": "gpu_reset",
+                             "remapped_rows": {"correctable": 0, "uncorrectable": 1, "pending": True, "failure": False}}}}
+    for backend in ("nvml", "nvidia_smi"):
+        gpu = emulated_node("hgx-a100-8gpu", faults, backend, monkeypatch)
+        assert gpu["devices"][3]["mig_mode"]["current"] is True and gpu["devices"][3]["remapped_rows"] is None, backend
+        health = gpufleet_node_health(gpu, {"fabricmanager_active": True, "persistence_expected": False})
+        assert health["failures"] == ["GPU3: recovery action gpu_reset (reset the GPU)"], backend
+        assert "row remapping under MIG (turn MIG off to read it) not reported (GPU3): not checked" in health["warnings"]
+    for version in (3, 2):
+        unhealthy = {"summary": "Unhealthy", "degraded_bandwidth": True, "route_unhealthy": True, "version": version}
+        gpu = emulated_node("hgx-h100-8gpu", {"gpus": {"5": {"fabric_health": unhealthy}}}, "nvml", monkeypatch)
+        assert gpu["devices"][5]["fabric"]["state"] == "Completed"
+        health = gpufleet_node_health(gpu, {"fabricmanager_active": True, "persistence_expected": False})
+        assert health["failures"] == ["GPU5: NVLink fabric %s: bandwidth degraded, route unhealthy" % (
+            "unhealthy" if version == 3 else "degraded")], version
 
 
 @pytest.fixture(scope="module")

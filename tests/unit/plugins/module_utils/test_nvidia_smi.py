@@ -487,12 +487,53 @@ def test_reset_status_and_recovery_action():
 
 def test_fabric_state_and_status():
     text = capture("65", "q-x.xml")
-    assert only_gpu(text)["fabric"] == {"state": None, "status": None}
+    assert only_gpu(text)["fabric"] == {"state": None, "status": None, "health": None}
     done = replace_once(replace_once(text, "<state>N/A</state>", "<state>Completed</state>"),
                         "<status>N/A</status>", "<status>Success</status>")
-    assert only_gpu(done)["fabric"] == {"state": "Completed", "status": "Success"}
+    assert only_gpu(done)["fabric"] == {"state": "Completed", "status": "Success", "health": None}
     assert only_gpu(replace_once(text, "<state>N/A</state>", "<state>In Progress</state>"))["fabric"]["state"] == \
         "In Progress"
+
+
+def test_fabric_health_words():
+    """<fabric><health> (capture 65, driver 590: six children, N/A on a PCIe GPU): the words nvml.h names are read,
+    anything else stays None."""
+    text = capture("65", "q-x.xml")
+    unhealthy = replace_once(replace_once(replace_once(text, "<summary>N/A</summary>", "<summary>Unhealthy</summary>"),
+                                          "<bandwidth>N/A</bandwidth>", "<bandwidth>Degraded</bandwidth>"),
+                             "<route_unhealthy>N/A</route_unhealthy>", "<route_unhealthy>Yes</route_unhealthy>")
+    health = only_gpu(unhealthy)["fabric"]["health"]
+    assert health["summary"] == "Unhealthy" and health["degraded_bandwidth"] is True and health["route_unhealthy"] is True
+    assert health["route_recovery_in_progress"] is None and health["incorrect_configuration"] is None
+    odd = replace_once(replace_once(text, "<summary>N/A</summary>", "<summary>Mostly fine</summary>"),
+                       "<incorrect_configuration>N/A</incorrect_configuration>",
+                       "<incorrect_configuration>Insufficient NVLinks</incorrect_configuration>")
+    health = only_gpu(odd)["fabric"]["health"]
+    assert health["summary"] is None and health["incorrect_configuration"] == "insufficient_nvlinks"
+    correct = replace_once(text, "<incorrect_configuration>N/A</incorrect_configuration>",
+                           "<incorrect_configuration>Correct Configuration</incorrect_configuration>")
+    assert only_gpu(correct)["fabric"]["health"]["incorrect_configuration"] == "none"
+
+
+def test_row_remapper_histogram_sram_threshold_and_repair_pending():
+    """Capture 65 (driver 590) prints the histogram ("192 bank(s)"), sram_threshold_exceeded N/A (ECC off) and the
+    repair flags No; a bank without spare rows, the threshold and a pending repair are read where printed."""
+    text = capture("65", "q-x.xml")
+    gpu = nvidia_smi.parse_query_xml(text)["gpus"][0]
+    assert gpu["row_remapper_histogram"] == {"max": 192, "high": 0, "partial": 0, "low": 0, "none": 0}
+    assert gpu["sram_threshold_exceeded"] is None
+    assert gpu["repair_pending"] == {"channel": False, "tpc": False}
+    faulty = text.replace("<row_remapper_histogram_max>192 bank(s)", "<row_remapper_histogram_max>190 bank(s)", 1)
+    faulty = faulty.replace("<row_remapper_histogram_none>0 bank(s)", "<row_remapper_histogram_none>2 bank(s)", 1)
+    faulty = faulty.replace("<sram_threshold_exceeded>N/A", "<sram_threshold_exceeded>Yes", 1)
+    faulty = faulty.replace("<tpc_repair_pending>No", "<tpc_repair_pending>Yes", 1)
+    gpu = nvidia_smi.parse_query_xml(faulty)["gpus"][0]
+    assert gpu["row_remapper_histogram"]["none"] == 2 and gpu["row_remapper_histogram"]["max"] == 190
+    assert gpu["sram_threshold_exceeded"] is True
+    assert gpu["repair_pending"] == {"channel": False, "tpc": True}
+    # a histogram with a count it cannot read is no histogram (a partial one would be a wrong value)
+    broken = text.replace("<row_remapper_histogram_low>0 bank(s)", "<row_remapper_histogram_low>Unknown Error", 1)
+    assert nvidia_smi.parse_query_xml(broken)["gpus"][0]["row_remapper_histogram"] is None
 
 
 def test_module_id_zero_and_temperature_zero_are_none():
@@ -516,7 +557,8 @@ def test_every_gpu_has_every_contract_field():
               "ecc_errors_uncorrected_aggregate", "ecc_errors_corrected_volatile", "retired_pages", "pcie",
               "power_limit_w", "vbios_version", "architecture", "compute_mode", "temperature_c", "power_draw_w",
               "clock_event_reasons_active", "remapped_rows", "recovery_action", "reset_required",
-              "drain_and_reset_recommended", "fabric", "compute_capability", "utilization_gpu_pct"}
+              "drain_and_reset_recommended", "fabric", "compute_capability", "utilization_gpu_pct",
+              "row_remapper_histogram", "sram_threshold_exceeded", "repair_pending"}
     for param in captures("q-x.xml"):
         for gpu in nvidia_smi.parse_query_xml(read(param.values[0]))["gpus"]:
             assert set(gpu) == fields

@@ -322,7 +322,9 @@ def test_gather_gives_each_profiles_values(run_fake, name):
         assert device["pcie"] == {"gen_current": gpu["pcie_gen"], "gen_max": gpu["pcie_gen"],
                                   "width_current": gpu["pcie_width"], "width_max": gpu["pcie_width"],
                                   "replay_counter": 0}
-        assert device["fabric"] == {"state": gpu["fabric_state"], "status": gpu["fabric_status"]}
+        # a 535 library: no nvmlDeviceGetGpuFabricInfoV, so no fabric health
+        assert device["fabric"] == {"state": gpu["fabric_state"], "status": gpu["fabric_status"], "health": None}
+        assert device["sram_threshold_exceeded"] is None and device["repair_pending"] is None
         assert device["ecc_errors_uncorrected_volatile"] == 0
         assert device["ecc_errors_uncorrected_aggregate"] == 0
         assert device["ecc_errors_corrected_volatile"] == 0
@@ -412,9 +414,42 @@ def test_gather_health_faults(run_fake):
     assert device["temperature_c"] == 91 and device["power_draw_w"] == 612.5
     assert device["compute_mode"] == "Exclusive_Process"
     assert device["pcie"] == {"gen_current": 3, "gen_max": 5, "width_current": 8, "width_max": 16, "replay_counter": 17}
-    assert device["fabric"] == {"state": "In Progress", "status": None}
+    assert device["fabric"] == {"state": "In Progress", "status": None, "health": None}
     healthy = result["devices"][2]
     assert healthy["ecc_errors_uncorrected_volatile"] == 0 and healthy["fabric"]["state"] == "Completed"
+
+
+def test_gather_newer_drivers_health_faults(run_fake):
+    """The calls of newer drivers on the fake library: the SRAM threshold (nvmlEccSramErrorStatus_v1_t), the repair
+    status (nvmlRepairStatus_v1_t), the histogram of a profile with its bank count (the A100's 640), fabric health
+    through nvmlDeviceGetGpuFabricInfoV (v3, and v2 where the library refuses v3), and MIG hiding the remapped rows."""
+    faults = {"gpus": {
+        "1": {"sram_threshold_exceeded": True, "repair_pending": {"channel": False, "tpc": True},
+              "row_remapper_banks_exhausted": 2,
+              "remapped_rows": {"correctable": 1, "uncorrectable": 0, "pending": False, "failure": False}},
+        "2": {"fabric_state": "Completed", "fabric_status": "Success",
+              "fabric_health": {"summary": "Limited Capacity", "access_timeout_recovery": True,
+                                "incorrect_configuration": "no_partition", "degraded_bandwidth": False}},
+        "3": {"fabric_state": "Completed", "fabric_status": "Success",
+              "fabric_health": {"summary": "Unhealthy", "degraded_bandwidth": True, "version": 2}},
+        "4": {"mig": True}}}
+    result = run_fake("hgx-a100-8gpu", faults)
+    assert result["state"] == "ok" and result["errors"] == []
+    first, second, third, fourth, mig = result["devices"][:5]
+    assert first["row_remapper_histogram"] == {"max": 640, "high": 0, "partial": 0, "low": 0, "none": 0}
+    assert first["sram_threshold_exceeded"] is None and first["repair_pending"] is None
+    assert second["sram_threshold_exceeded"] is True
+    assert second["repair_pending"] == {"channel": False, "tpc": True}
+    assert second["row_remapper_histogram"] == {"max": 637, "high": 1, "partial": 0, "low": 0, "none": 2}
+    assert third["fabric"]["health"] == {
+        "summary": "Limited Capacity", "degraded_bandwidth": False, "route_recovery_in_progress": None,
+        "route_unhealthy": None, "access_timeout_recovery": True, "incorrect_configuration": "no_partition",
+        "partition_assigned": None}
+    assert fourth["fabric"]["state"] == "Completed"
+    assert fourth["fabric"]["health"]["summary"] is None and fourth["fabric"]["health"]["degraded_bandwidth"] is True
+    assert mig["mig_mode"] == {"current": True, "pending": True}
+    assert mig["remapped_rows"] is None and mig["row_remapper_histogram"] is None
+    assert "nvmlDeviceGetRemappedRows" in result["missing"]
 
 
 def test_gather_unsupported_remapping_is_none(run_fake):
@@ -513,6 +548,42 @@ int nvmlDeviceGetMinorNumber(dev_t_ d, unsigned *v) { *v = IDX(d); return 0; }
 int nvmlDeviceGetModuleId(dev_t_ d, unsigned *v) { *v = IDX(d) + 1; return 0; }
 int nvmlDeviceGetCurrentClocksEventReasons(dev_t_ d, unsigned long long *v) { *v = IDX(d) ? 0x4 | 0x1 : 0; return 0; }
 int nvmlDeviceGetGpuFabricInfo(dev_t_ d, struct fabric *f) { memset(f, 0, sizeof *f); f->state = IDX(d) ? 2 : 3; f->status = 0; return 0; }
+/* nvml.h's versioned structs, laid out by the compiler: a version word that is not sizeof | ver << 24 is refused as
+   NVML_ERROR_ARGUMENT_VERSION_MISMATCH, as the real library does. Scenario fabric_v2: a library that knows only
+   nvmlGpuFabricInfo_v2. GPU0: fabric Completed, bandwidth degraded, route recovery in progress, summary Unhealthy,
+   SRAM threshold exceeded, a TPC repair pending, two banks without spare rows. */
+struct fabric_v3 { unsigned version; unsigned char uuid[16]; int status; unsigned clique; unsigned char state;
+                   unsigned health_mask; unsigned char health_summary; };
+struct fabric_v2 { unsigned version; unsigned char uuid[16]; int status; unsigned clique; unsigned char state;
+                   unsigned health_mask; };
+#define VERSION(type, ver) ((unsigned)(sizeof(type) | ((ver) << 24)))
+int nvmlDeviceGetGpuFabricInfoV(dev_t_ d, struct fabric_v3 *f) {
+    unsigned version = f->version;
+    if (version == VERSION(struct fabric_v3, 3) && !is("fabric_v2")) {
+        memset(f, 0, sizeof *f); f->version = version;
+        f->health_summary = IDX(d) ? 1 : 2;
+    } else if (version == VERSION(struct fabric_v2, 2)) {
+        memset(f, 0, sizeof(struct fabric_v2)); f->version = version;
+    } else return 25;
+    f->state = IDX(d) ? 2 : 3; f->status = 0;
+    f->health_mask = IDX(d) ? (2u << 0) | (2u << 2) | (2u << 4) | (2u << 6) | (1u << 8) | (1u << 12)
+                            : (1u << 0) | (1u << 2) | (2u << 4) | (0u << 6) | (1u << 8) | (1u << 12);
+    return 0;
+}
+struct histogram { unsigned max, high, partial, low, none; };
+int nvmlDeviceGetRowRemapperHistogram(dev_t_ d, struct histogram *h) {
+    h->max = IDX(d) ? 640 : 630; h->high = IDX(d) ? 0 : 8; h->partial = 0; h->low = 0; h->none = IDX(d) ? 0 : 2; return 0;
+}
+struct sram { unsigned version; unsigned long long counts[11]; unsigned threshold; };
+int nvmlDeviceGetSramEccErrorStatus(dev_t_ d, struct sram *s) {
+    if (s->version != VERSION(struct sram, 1)) return 25;
+    memset(s->counts, 0, sizeof s->counts); s->threshold = IDX(d) == 0; return 0;
+}
+struct repair { unsigned version, channel, tpc; };
+int nvmlDeviceGetRepairStatus(dev_t_ d, struct repair *r) {
+    if (r->version != VERSION(struct repair, 1)) return 25;
+    r->channel = 0; r->tpc = IDX(d) == 0; return 0;
+}
 #endif
 int nvmlDeviceGetCurrentClocksThrottleReasons(dev_t_ d, unsigned long long *v) { *v = 0x40; return 0; }
 int nvmlDeviceGetArchitecture(dev_t_ d, unsigned *v) { *v = 7; return 0; }
@@ -627,8 +698,16 @@ def test_stub_direct_links_affinity_and_health(stub, monkeypatch):
     assert first["retired_pages"] == {"single_bit_ecc": None, "double_bit_ecc": None, "pending": None}
     assert second["mig_mode"] == {"current": False, "pending": True}
     assert second["clock_event_reasons_active"] == ["gpu_idle", "sw_power_cap"]
-    assert second["fabric"] == {"state": "In Progress", "status": None}
-    assert first["fabric"] == {"state": "Completed", "status": "Success"}
+    assert second["fabric"] == {"state": "In Progress", "status": None, "health": {
+        "summary": "Healthy", "degraded_bandwidth": False, "route_recovery_in_progress": False, "route_unhealthy": False,
+        "access_timeout_recovery": False, "incorrect_configuration": "none", "partition_assigned": True}}
+    assert first["fabric"] == {"state": "Completed", "status": "Success", "health": {
+        "summary": "Unhealthy", "degraded_bandwidth": True, "route_recovery_in_progress": True, "route_unhealthy": False,
+        "access_timeout_recovery": None, "incorrect_configuration": "none", "partition_assigned": True}}
+    assert first["row_remapper_histogram"] == {"max": 630, "high": 8, "partial": 0, "low": 0, "none": 2}
+    assert (first["sram_threshold_exceeded"], second["sram_threshold_exceeded"]) == (True, False)
+    assert (first["repair_pending"], second["repair_pending"]) == ({"channel": False, "tpc": True},
+                                                                   {"channel": False, "tpc": False})
     assert (second["compute_mode"], second["pcie"]["width_current"], second["module_id"]) == ("Exclusive_Process", 8, 2)
     assert (first["power_draw_w"], second["power_draw_w"]) == (61.25, 312.5)  # GPU1 answers the instant power field
     assert result["absent"] == [] and result["errors"] == []
@@ -638,12 +717,46 @@ def test_stub_direct_links_affinity_and_health(stub, monkeypatch):
 def test_stub_older_driver_without_some_symbols(stub, monkeypatch):
     result = _stub_gather(stub, monkeypatch, "ok", version="old")
     assert result["state"] == "ok"
-    assert result["absent"] == ["nvmlDeviceGetGpuFabricInfo", "nvmlDeviceGetModuleId"]
+    assert result["absent"] == sorted(["nvmlDeviceGetGpuFabricInfo", "nvmlDeviceGetGpuFabricInfoV", "nvmlDeviceGetModuleId",
+                                       "nvmlDeviceGetRepairStatus", "nvmlDeviceGetRowRemapperHistogram",
+                                       "nvmlDeviceGetSramEccErrorStatus"])
     assert set(result["absent"]) <= set(result["missing"])
     assert "nvmlDeviceGetCurrentClocksEventReasons" not in result["missing"]
     device = result["devices"][0]
-    assert device["module_id"] is None and device["fabric"] == {"state": None, "status": None}
+    assert device["module_id"] is None and device["fabric"] == {"state": None, "status": None, "health": None}
+    assert (device["row_remapper_histogram"], device["sram_threshold_exceeded"], device["repair_pending"]) == (
+        None, None, None)
     assert device["clock_event_reasons_active"] == ["hw_thermal_slowdown"]  # the throttle call of older drivers
+
+
+def test_stub_fabric_info_v2_where_the_library_refuses_v3(stub, monkeypatch):
+    """nvmlDeviceGetGpuFabricInfoV answers ARGUMENT_VERSION_MISMATCH for a struct version it does not know: the
+    binding asks again with nvmlGpuFabricInfo_v2 (health mask, no summary)."""
+    result = _stub_gather(stub, monkeypatch, "fabric_v2")
+    health = result["devices"][0]["fabric"]["health"]
+    assert result["devices"][0]["fabric"]["state"] == "Completed"
+    assert health["summary"] is None and health["degraded_bandwidth"] is True
+    assert result["errors"] == []
+
+
+@pytest.mark.parametrize("mask, summary, expected", [
+    (None, None, None),
+    (0, 0, {"summary": None, "degraded_bandwidth": None, "route_recovery_in_progress": None, "route_unhealthy": None,
+            "access_timeout_recovery": None, "incorrect_configuration": None, "partition_assigned": None}),
+    ((1 << 4) | (5 << 8), 3, {"summary": "Limited Capacity", "degraded_bandwidth": None, "route_recovery_in_progress": None,
+                              "route_unhealthy": True, "access_timeout_recovery": None,
+                              "incorrect_configuration": "insufficient_nvlinks", "partition_assigned": None}),
+    ((2 << 6) | (12 << 8) | (2 << 12), 1, {"summary": "Healthy", "degraded_bandwidth": None,
+                                           "route_recovery_in_progress": None, "route_unhealthy": None,
+                                           "access_timeout_recovery": False, "incorrect_configuration": "unknown (12)",
+                                           "partition_assigned": False}),
+    (3, 9, {"summary": None, "degraded_bandwidth": None, "route_recovery_in_progress": None, "route_unhealthy": None,
+            "access_timeout_recovery": None, "incorrect_configuration": None, "partition_assigned": None}),
+])
+def test_fabric_health_decodes_nvml_h_mask_and_summary(mask, summary, expected):
+    """NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_*/WIDTH_* and the *_NOT_SUPPORTED/TRUE/FALSE values of nvml.h; a value the
+    header does not define is None (3 in a two-bit field), an unnamed incorrect configuration is still one."""
+    assert nvml.fabric_health(mask, summary) == expected
 
 
 @pytest.mark.parametrize("scenario, state, code", [
