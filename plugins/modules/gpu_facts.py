@@ -225,10 +225,14 @@ ansible_facts:
               nvmlDeviceGetEccMode; the ECC counts ecc_errors (dram_*, sram_*, or single_bit/double_bit) /
               nvmlDeviceGetTotalEccErrors, else nvmlDeviceGetMemoryErrorCounter; C(retired_pages) retired_pages /
               nvmlDeviceGetRetiredPages and nvmlDeviceGetRetiredPagesPendingStatus; C(remapped_rows)
-              remapped_rows / nvmlDeviceGetRemappedRows; C(recovery_action) gpu_recovery_action / field value 230;
+              remapped_rows / nvmlDeviceGetRemappedRows; C(row_remapper_histogram) remapped_rows/row_remapper_histogram /
+              nvmlDeviceGetRowRemapperHistogram; C(sram_threshold_exceeded) ecc_errors/aggregate/sram_threshold_exceeded /
+              nvmlDeviceGetSramEccErrorStatus; C(repair_pending) ecc_errors/channel_repair_pending, tpc_repair_pending /
+              nvmlDeviceGetRepairStatus; C(recovery_action) gpu_recovery_action / field value 230;
               C(reset_required), C(drain_and_reset_recommended) the recovery action where it tells, else
               gpu_reset_status / field values 226, 227;
-              C(fabric) fabric / nvmlDeviceGetGpuFabricInfo; C(clock_event_reasons_active) clocks_event_reasons or
+              C(fabric) fabric / nvmlDeviceGetGpuFabricInfoV (v3, else v2), else nvmlDeviceGetGpuFabricInfo;
+              C(clock_event_reasons_active) clocks_event_reasons or
               clocks_throttle_reasons / nvmlDeviceGetCurrentClocksEventReasons (else ...ThrottleReasons);
               C(temperature_c) temperature/gpu_temp / nvmlDeviceGetTemperature; C(power_draw_w)
               instant_power_draw, power_draw or average_power_draw / field value 186, else nvmlDeviceGetPowerUsage;
@@ -364,6 +368,22 @@ ansible_facts:
                 unsupported.
               type: dict
               sample: {"correctable": 0, "uncorrectable": 0, "pending": false, "failure": false}
+            row_remapper_histogram:
+              description: Memory banks by the spare rows they have left, C(max) (all), C(high), C(partial), C(low)
+                and C(none) (no spare row left; NVIDIA's RMA policy fails the next uncorrectable error there); null where
+                not reported (MIG enabled, older drivers).
+              type: dict
+              sample: {"max": 640, "high": 0, "partial": 0, "low": 0, "none": 0}
+            sram_threshold_exceeded:
+              description: Whether the SRAM error threshold of NVIDIA's field diagnostic is exceeded (its RMA
+                criterion for SRAM; drivers from 555, NVML needs root); null where not reported.
+              type: bool
+              sample: false
+            repair_pending:
+              description: Whether a C(channel) (HBM) or C(tpc) repair waits for a GPU reset (drivers from 590); null
+                where not reported.
+              type: dict
+              sample: {"channel": false, "tpc": false}
             utilization_gpu_pct:
               description: GPU utilisation in percent over the driver's last sample period (C(utilization/gpu_util);
                 NVML C(nvmlDeviceGetUtilizationRates)); the health gates call a GPU at 0 idle.
@@ -390,9 +410,15 @@ ansible_facts:
               sample: false
             fabric:
               description: NVSwitch fabric registration of the GPU (H100 generation and newer), C(state) (e.g.
-                C(Completed), C(In Progress)) and C(status) (e.g. C(Success)); each null where N/A.
+                C(Completed), C(In Progress)) and C(status) (e.g. C(Success)); each null where N/A. C(health), null
+                where not reported, holds C(summary) (C(Healthy), C(Unhealthy), C(Limited Capacity)),
+                C(degraded_bandwidth), C(route_recovery_in_progress), C(route_unhealthy), C(access_timeout_recovery),
+                C(partition_assigned) (each true, false or null) and C(incorrect_configuration) (C(none) or the fault,
+                e.g. C(insufficient_nvlinks)), decoded from nvml.h's health mask and summary.
               type: dict
-              sample: {"state": "Completed", "status": "Success"}
+              sample: {"state": "Completed", "status": "Success", "health": {"summary": "Healthy", "degraded_bandwidth": false,
+                       "route_recovery_in_progress": false, "route_unhealthy": false, "access_timeout_recovery": false,
+                       "incorrect_configuration": "none", "partition_assigned": true}}
         topology:
           description: The GPU interconnect (nvidia-smi C(topo -m) and C(nvlink -s); NVML's NVLink, topology and
             affinity calls) and the PCI IDs.
