@@ -35,6 +35,7 @@ import io
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -325,6 +326,11 @@ exit 1
 """
 
 
+def _upstream_tuple(upstream):
+    """"1.18.2" -> (1, 18, 2), to compare upstream versions of the container toolkit."""
+    return tuple(int(part) for part in re.findall(r"\d+", upstream)[:3])
+
+
 def container_toolkit_packages(spec, version, commit):
     """NVIDIA's four container toolkit packages of one release, with the Depends of their control files
     (nvidia-container-toolkit packaging/debian/control; libnvidia-container pkg/deb/control, whose tools package
@@ -337,6 +343,36 @@ def container_toolkit_packages(spec, version, commit):
 
     # The file carries no interpreter line (ansible-test's shebang rule); the packaged command gets one.
     ctk = "#!/usr/bin/python3\n" + NVIDIA_CTK_STANDIN.read_text().replace("@VERSION@", version).replace("@UPSTREAM@", upstream)
+    base_files = {"/usr/bin/nvidia-ctk": {"content": ctk.replace("@COMMIT@", commit), "mode": "0755"},
+                  "/usr/bin/nvidia-container-runtime": stub("nvidia-container-runtime"),
+                  "/usr/bin/nvidia-cdi-hook": stub("nvidia-cdi-hook"),
+                  "/usr/share/gpufleet-standin/nvidia-container-runtime-config.toml": table["files"]["config.toml"]}
+    # packaging/debian/nvidia-container-toolkit-base.postinst
+    base_postinst = ("#!/bin/sh\nset -e\ncase \"$1\" in\n  configure)\n    /usr/bin/nvidia-ctk --quiet config "
+                     "--config-file=/etc/nvidia-container-runtime/config.toml --in-place\n")
+    if _upstream_tuple(upstream) >= _upstream_tuple(table["cdi_refresh_from"]):
+        # From 1.18.0: nvidia-cdi-refresh's units and environment file (nvidia-container-toolkit-base.install), and
+        # the postinst that enables and starts them where systemd runs (its words and order, as published).
+        for name, directory in (("nvidia-cdi-refresh.service", "/etc/systemd/system/"),
+                                ("nvidia-cdi-refresh.path", "/etc/systemd/system/"),
+                                ("nvidia-cdi-refresh.env", "/etc/nvidia-container-toolkit/")):
+            base_files[directory + name] = table["files"][name]
+        base_postinst += (
+            "    if command -v systemctl >/dev/null 2>&1; then\n"
+            "      SYSTEMD_STATE=$(systemctl is-system-running 2>/dev/null || true)\n"
+            "      case \"$SYSTEMD_STATE\" in\n"
+            "        running|degraded)\n"
+            "          systemctl daemon-reload || echo \"Warning: Failed to reload systemd daemon\" >&2\n"
+            "          systemctl enable --now nvidia-cdi-refresh.path || echo \"Warning: Failed to enable "
+            "nvidia-cdi-refresh.path\" >&2\n"
+            "          systemctl enable --now nvidia-cdi-refresh.service || echo \"Warning: Failed to enable "
+            "nvidia-cdi-refresh.service\" >&2\n"
+            "          echo \"Regenerating NVIDIA CDI specification...\"\n"
+            "          systemctl start nvidia-cdi-refresh.service || echo \"Warning: Failed to trigger CDI refresh\" >&2\n"
+            "          ;;\n"
+            "      esac\n"
+            "    fi\n")
+    base_postinst += "  ;;\nesac\nexit 0\n"
     return [
         {"name": "libnvidia-container1", "version": version, "section": "libs", "multi_arch": "same",
          "files": {LIBDIR + "/libnvidia-container.so." + upstream: {"content": ""},
@@ -350,13 +386,8 @@ def container_toolkit_packages(spec, version, commit):
          "breaks": "nvidia-container-runtime (<= 3.5.0-1), nvidia-container-runtime-hook, "
                    "nvidia-container-toolkit (<= 1.10.0-1)",
          "replaces": "nvidia-container-runtime (<= 3.5.0-1), nvidia-container-runtime-hook",
-         "files": {"/usr/bin/nvidia-ctk": {"content": ctk.replace("@COMMIT@", commit), "mode": "0755"},
-                   "/usr/bin/nvidia-container-runtime": stub("nvidia-container-runtime"),
-                   "/usr/bin/nvidia-cdi-hook": stub("nvidia-cdi-hook"),
-                   "/usr/share/gpufleet-standin/nvidia-container-runtime-config.toml": table["files"]["config.toml"]},
-         # packaging/debian/nvidia-container-toolkit-base.postinst
-         "postinst": "#!/bin/sh\nset -e\ncase \"$1\" in\n  configure)\n    /usr/bin/nvidia-ctk --quiet config "
-                     "--config-file=/etc/nvidia-container-runtime/config.toml --in-place\n  ;;\nesac\nexit 0\n"},
+         "files": base_files,
+         "postinst": base_postinst},
         {"name": "nvidia-container-toolkit", "version": version, "section": "utils",
          "depends": "nvidia-container-toolkit-base (= %s), libnvidia-container-tools (>= %s), "
                     "libnvidia-container-tools (<< 2.0.0)" % (version, version),

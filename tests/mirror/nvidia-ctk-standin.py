@@ -10,7 +10,9 @@ cmd/nvidia-ctk at v@UPSTREAM@):
                         a CDI spec of every GPU NVML reports (here: what nvidia-smi reports), devices named by
                         index and UUID plus "all"; on stdout without --output, else written with mode 0644 in the
                         format its extension implies; no GPU library: "failed to initialize NVML:
-                        ERROR_LIBRARY_NOT_FOUND" and exit 1
+                        ERROR_LIBRARY_NOT_FOUND" and exit 1. From 1.18 the output path may come from the environment,
+                        NVIDIA_CTK_CDI_OUTPUT_FILE_PATH (cmd/nvidia-ctk/cdi/generate/generate.go at v1.18.2,
+                        cli.EnvVars of --output), as the package's nvidia-cdi-refresh.service sets it
   cdi list [--spec-dir=DIR ...]
                         "<kind>=<name>" per device of the specs in /etc/cdi and /var/run/cdi, and the count logged
 
@@ -135,6 +137,8 @@ def to_yaml(value, indent=0):
 def cdi_generate(args):
     opts, _rest = options(args, multi=("device-name-strategy",))
     output = opts.get("output", "")
+    if not output and tuple(int(part) for part in VERSION.split(".")[:2]) >= (1, 18):
+        output = os.environ.get("NVIDIA_CTK_CDI_OUTPUT_FILE_PATH", "")
     fmt = opts.get("format")
     if not fmt:
         fmt = "json" if output.lower().endswith(".json") else "yaml"

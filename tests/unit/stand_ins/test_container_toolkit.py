@@ -24,6 +24,11 @@ Real artifacts and sources:
   (default index and uuid), --vendor nvidia.com, --class gpu, the spec saved with mode 0644 (pkg/nvcdi/spec
   builder.go), an "all" device added (transform.WithName(allDeviceName)); ``cdi list`` logs "Found %d CDI devices" and
   prints one "<kind>=<name>" per device from /etc/cdi and /var/run/cdi.
+* From 1.18.0 (here 1.18.2, tag v1.18.2, commit 9e88ed39710f): nvidia-container-toolkit-base.install adds
+  deployments/systemd/nvidia-cdi-refresh.service and .path to /etc/systemd/system/ and nvidia-cdi-refresh.env to
+  /etc/nvidia-container-toolkit/; its postinst enables and starts them where systemd runs; the service runs
+  ``nvidia-ctk cdi generate`` with NVIDIA_CTK_CDI_OUTPUT_FILE_PATH=/var/run/cdi/nvidia.yaml, which generate.go reads
+  as its --output (cli.EnvVars, new in 1.18).
 """
 import json
 import os
@@ -63,7 +68,7 @@ def test_inrelease_checks_with_the_published_key(mirror, tmp_path):
 
 def test_real_names_versions_and_dependencies(repo):
     assert sorted(repo.packages) == NAMES
-    for version in ("1.17.7-1", "1.17.8-1", "1.17.9-1"):
+    for version in ("1.17.7-1", "1.17.8-1", "1.17.9-1", "1.18.2-1"):
         upstream = version.split("-", maxsplit=1)[0]
         assert repo.field("nvidia-container-toolkit", version, "Depends") == (
             "nvidia-container-toolkit-base (= %s), libnvidia-container-tools (>= %s), "
@@ -144,3 +149,45 @@ def test_cdi_generate_without_a_driver_fails_as_the_real_one(ctk, tmp_path):
 def test_only_the_commands_used(ctk):
     result = subprocess.run([ctk, "runtime", "configure", "--runtime=docker"], capture_output=True, text=True, check=False)
     assert result.returncode == 2 and "not part of the stand-in" in result.stderr
+
+
+def postinst(mirror, repo, name, version):
+    deb = mirror / PATH / repo.field(name, version, "Filename")
+    return subprocess.run(["dpkg-deb", "-I", str(deb), "postinst"], check=True, capture_output=True, text=True).stdout
+
+
+def test_1_18_ships_nvidia_cdi_refresh_as_published(mirror, repo, tmp_path):
+    base = repo.unpack("nvidia-container-toolkit-base", "1.18.2-1", tmp_path)
+    service = (base / "etc/systemd/system/nvidia-cdi-refresh.service").read_text()
+    for line in ("ConditionPathExists=|/usr/bin/nvidia-smi", "ConditionPathExists=/usr/bin/nvidia-ctk",
+                 "Type=oneshot", "Environment=NVIDIA_CTK_CDI_OUTPUT_FILE_PATH=/var/run/cdi/nvidia.yaml",
+                 "EnvironmentFile=-/etc/nvidia-container-toolkit/nvidia-cdi-refresh.env",
+                 "ExecCondition=/usr/bin/grep -qE '/(nvidia|nvidia-current)\\\\.ko' /lib/modules/%v/modules.dep",
+                 "ExecStart=/usr/bin/nvidia-ctk cdi generate", "Restart=on-failure", "WantedBy=multi-user.target"):
+        assert line in service.splitlines(), line
+    path = (base / "etc/systemd/system/nvidia-cdi-refresh.path").read_text().splitlines()
+    assert [line for line in path if line.startswith("PathChanged=")] == [
+        "PathChanged=/lib/modules/%v/modules.dep", "PathChanged=/lib/modules/%v/modules.dep.bin",
+        "PathChanged=/usr/bin/nvidia-ctk"]
+    assert "# NVIDIA_CTK_CDI_OUTPUT_FILE_PATH=/var/run/cdi/nvidia.yaml" in (
+        base / "etc/nvidia-container-toolkit/nvidia-cdi-refresh.env").read_text().splitlines()
+    script = postinst(mirror, repo, "nvidia-container-toolkit-base", "1.18.2-1")
+    assert script.index("systemctl enable --now nvidia-cdi-refresh.path") < script.index(
+        "systemctl enable --now nvidia-cdi-refresh.service") < script.index("systemctl start nvidia-cdi-refresh.service")
+    # 1.17: none of it
+    old = repo.unpack("nvidia-container-toolkit-base", "1.17.8-1", tmp_path / "old")
+    assert not (old / "etc/systemd").exists()
+    assert "nvidia-cdi-refresh" not in postinst(mirror, repo, "nvidia-container-toolkit-base", "1.17.8-1")
+
+
+def test_1_18_cdi_generate_takes_its_output_from_the_environment(repo, tmp_path):
+    new = str(repo.unpack("nvidia-container-toolkit-base", "1.18.2-1", tmp_path / "new") / "usr/bin/nvidia-ctk")
+    old = str(repo.unpack("nvidia-container-toolkit-base", "1.17.8-1", tmp_path / "old") / "usr/bin/nvidia-ctk")
+    env = dict(fake_smi(tmp_path, ["0, GPU-aaaa"]), NVIDIA_CTK_CDI_OUTPUT_FILE_PATH=str(tmp_path / "run" / "nvidia.yaml"))
+    assert subprocess.run([new, "--version"], check=True, capture_output=True, text=True).stdout == (
+        "NVIDIA Container Toolkit CLI version 1.18.2\ncommit: 9e88ed39710fd94c7e49fbb26d96492c45e574fb\n")
+    assert subprocess.run([new, "cdi", "generate"], env=env, check=True, capture_output=True, text=True).stdout == ""
+    assert (tmp_path / "run" / "nvidia.yaml").read_text().startswith("---\ncdiVersion: 0.5.0\n")
+    (tmp_path / "run" / "nvidia.yaml").unlink()
+    printed = subprocess.run([old, "cdi", "generate"], env=env, check=True, capture_output=True, text=True).stdout
+    assert printed.startswith("---\ncdiVersion:") and not (tmp_path / "run" / "nvidia.yaml").exists()
