@@ -114,7 +114,19 @@ def pci_devices(profile):
 
 
 def switch_addresses(profile):
-    """The NVSwitches' PCI addresses as sysfs names them (0000:10:00.0, 0000:11:00.0, ...)."""
+    """The NVSwitches' PCI addresses as sysfs names them (0000:10:00.0, 0000:11:00.0, ...); none for switches
+    without a PCI function ("pci_function": false: the 4th generation of HGX B200/B300 and the NVLink switch trays
+    of GB200 NVL72, which sit behind the GPUs' NVLink only)."""
+    switches = profile.get("nvswitches") or {}
+    if switches.get("pci_function") is False:
+        return []
+    return link_switch_addresses(profile)
+
+
+def link_switch_addresses(profile):
+    """The NVSwitches the GPUs' NVLinks end at, by the address the stand-ins give them (0000:10:00.0, ...). What
+    NVML answers for the remote PCI info of a link to a switch without a PCI function is not published: the
+    stand-ins keep this numbering for it too."""
     switches = profile.get("nvswitches") or {}
     return ["0000:%02x:00.0" % (0x10 + number) for number in range(switches.get("count", 0))]
 
@@ -275,8 +287,9 @@ def nvlink_ends(profile, topology):
     """Per GPU, its links' remote ends: [(type, remote PCI bus id, its PCI device id)] in link order, from the matrix's NV# bonds.
     With NVSwitches every link goes to a switch, round-robin over them; else NV<n> to a GPU is n links to it."""
     links_per_gpu = (profile.get("nvlink") or {}).get("links_per_gpu", 0)
-    switches = ["0000" + address.upper() for address in switch_addresses(profile)]
-    switch_id = "0x%s10de" % (profile["nvswitches"]["device_id"][2:] if switches else "")
+    switches = ["0000" + address.upper() for address in link_switch_addresses(profile)]
+    switch_device = (profile.get("nvswitches") or {}).get("device_id")
+    switch_id = "0x%s10de" % switch_device[2:] if switch_device else "0x00000000"
     ends = []
     for index in range(topology["gpus"]):
         bonds = [(peer, int(topology["relation"][(index, peer)][2:])) for peer in range(topology["gpus"])

@@ -217,7 +217,9 @@ def test_values_equal_the_profile(nvml, name):
     nvml.use_profile(name)
     assert nvml.nvmlInit_v2() == SUCCESS
     assert nvml.text("nvmlSystemGetDriverVersion", size=80) == profile["driver_version"]
-    assert nvml.text("nvmlSystemGetNVMLVersion", size=80) == "12." + profile["driver_version"]
+    # NVML's version is the CUDA major of the driver and its version (12.535.183.01; 13.580.105.08 with CUDA 13.0)
+    assert nvml.text("nvmlSystemGetNVMLVersion", size=80) == "%s.%s" % (
+        profile["cuda_version"].split(".")[0], profile["driver_version"])
     cuda = ctypes.c_int()
     assert nvml.nvmlSystemGetCudaDriverVersion_v2(ctypes.byref(cuda)) == SUCCESS
     major, minor = profile["cuda_version"].split(".")
@@ -241,7 +243,7 @@ def test_values_equal_the_profile(nvml, name):
         assert nvml.uint("nvmlDeviceGetMinorNumber", device) == index
         assert nvml.uint("nvmlDeviceGetModuleId", device) == (
             gpu["module_id"] if gpu["module_id"] is not None else ("error", NOT_SUPPORTED))
-        assert nvml.uint("nvmlDeviceGetArchitecture", device) == {"Ampere": 7, "Ada Lovelace": 8, "Hopper": 9}[gpu["architecture"]]
+        assert nvml.uint("nvmlDeviceGetArchitecture", device) == {"Ampere": 7, "Ada Lovelace": 8, "Hopper": 9, "Blackwell": 10}[gpu["architecture"]]
         cc_major, cc_minor = ctypes.c_int(), ctypes.c_int()
         assert nvml.nvmlDeviceGetCudaComputeCapability(device, ctypes.byref(cc_major), ctypes.byref(cc_minor)) == 0
         assert "%d.%d" % (cc_major.value, cc_minor.value) == gpu["compute_capability"]
@@ -283,8 +285,8 @@ def test_values_equal_the_profile(nvml, name):
             (SUCCESS, 1, 0), (SUCCESS, 1, 0), (NOT_SUPPORTED, 1, 0), (NOT_SUPPORTED, 1, 0)]
 
 
-@pytest.mark.parametrize("action, value", [("none", 0), ("drain_p2p", 3), ("drain_and_reset", 4),
-                                           ("recover_imex_domain", 5)])
+@pytest.mark.parametrize("action, value", [("none", 0), ("gpu_reset", 1), ("node_reboot", 2), ("drain_p2p", 3),
+                                           ("drain_and_reset", 4), ("recover_imex_domain", 5)])
 def test_a_recovery_action_as_a_driver_from_570_reports_it(nvml, action, value):
     """Field 230 answers the planted nvmlDeviceGpuRecoveryAction_t (nvml.h's values); the deprecated reset fields
     226 and 227 then answer NOT_SUPPORTED, and the other GPUs keep the 535 shape."""
@@ -635,3 +637,99 @@ def test_uuid_is_the_smi_emulators():
     """Both renderers derive a GPU's UUID from the profile name and index in the same way."""
     text = emulator_profile.render_nvml_conf(emulator_profile.load_profile("pcie-4gpu"), "pcie-4gpu")
     assert "uuid GPU-%s" % uuid_module.uuid5(uuid_module.NAMESPACE_DNS, "pcie-4gpu-3") in text
+
+
+# --- the health calls of newer drivers (nvml.h at 2f9e261), structures written here from the header --------------
+
+ARGUMENT_VERSION_MISMATCH = 25
+
+
+class FabricInfoV3(ctypes.Structure):
+    """nvmlGpuFabricInfo_v3_t (nvmlGpuFabricInfo_v2_t is the same without healthSummary)."""
+    _fields_ = [("version", ctypes.c_uint), ("clusterUuid", ctypes.c_ubyte * 16), ("status", ctypes.c_int),
+                ("cliqueId", ctypes.c_uint), ("state", ctypes.c_ubyte), ("healthMask", ctypes.c_uint),
+                ("healthSummary", ctypes.c_ubyte)]
+
+
+class FabricInfoV2(ctypes.Structure):
+    _fields_ = FabricInfoV3._fields_[:-1]
+
+
+class EccSramErrorStatus(ctypes.Structure):
+    """nvmlEccSramErrorStatus_v1_t: a version, eleven counters, bThresholdExceeded."""
+    _fields_ = [("version", ctypes.c_uint)] + [("counter%d" % i, ctypes.c_ulonglong) for i in range(11)] + [
+        ("bThresholdExceeded", ctypes.c_uint)]
+
+
+class RepairStatus(ctypes.Structure):
+    """nvmlRepairStatus_v1_t."""
+    _fields_ = [("version", ctypes.c_uint), ("bChannelRepairPending", ctypes.c_uint), ("bTpcRepairPending", ctypes.c_uint)]
+
+
+def struct_version(structure, version):
+    """NVML_STRUCT_VERSION: sizeof | version << 24."""
+    return ctypes.sizeof(structure) | (version << 24)
+
+
+def test_versioned_structures_have_nvml_h_sizes():
+    """The sizes the versions encode, as a C compiler lays nvml.h's structs out on x86_64."""
+    assert [ctypes.sizeof(s) for s in (FabricInfoV2, FabricInfoV3, EccSramErrorStatus, RepairStatus)] == [36, 40, 104, 12]
+
+
+def test_health_calls_of_newer_drivers(nvml):
+    """Planted SRAM threshold, repair status and exhausted banks answer through the versioned calls; a wrong struct
+    version is ARGUMENT_VERSION_MISMATCH; unplanted GPUs answer as the 535 branch does (no threshold or repair
+    status: NOT_SUPPORTED)."""
+    nvml.use_profile("hgx-a100-8gpu", {"gpus": {"1": {"sram_threshold_exceeded": True,
+                                                      "repair_pending": {"channel": True, "tpc": False},
+                                                      "row_remapper_banks_exhausted": 4}}})
+    assert nvml.nvmlInit_v2() == SUCCESS
+    sram = EccSramErrorStatus(version=struct_version(EccSramErrorStatus, 1))
+    assert nvml.nvmlDeviceGetSramEccErrorStatus(nvml.handle(1), ctypes.byref(sram)) == SUCCESS
+    assert sram.bThresholdExceeded == 1
+    assert nvml.nvmlDeviceGetSramEccErrorStatus(nvml.handle(0), ctypes.byref(sram)) == NOT_SUPPORTED
+    sram.version = struct_version(EccSramErrorStatus, 2)
+    assert nvml.nvmlDeviceGetSramEccErrorStatus(nvml.handle(1), ctypes.byref(sram)) == ARGUMENT_VERSION_MISMATCH
+    repair = RepairStatus(version=struct_version(RepairStatus, 1))
+    assert nvml.nvmlDeviceGetRepairStatus(nvml.handle(1), ctypes.byref(repair)) == SUCCESS
+    assert (repair.bChannelRepairPending, repair.bTpcRepairPending) == (1, 0)
+    histogram = (ctypes.c_uint * 5)()
+    assert nvml.nvmlDeviceGetRowRemapperHistogram(nvml.handle(1), histogram) == SUCCESS
+    assert list(histogram) == [636, 0, 0, 0, 4]        # the A100 profile's 640 banks
+
+
+def test_fabric_health_of_newer_drivers(nvml):
+    """Fabric health on Hopper (A100 has no fabric info: NOT_SUPPORTED, as the real 535 capture): v3 answers the
+    mask and summary, a library that knows only v2 refuses v3 and answers v2 with the mask, and an unplanted GPU's
+    library is of the 535 branch, without nvmlDeviceGetGpuFabricInfoV (FUNCTION_NOT_FOUND)."""
+    faults = {"gpus": {"2": {"fabric_health": {"summary": "Unhealthy", "degraded_bandwidth": True,
+                                               "incorrect_configuration": "insufficient_nvlinks"}},
+                       "3": {"fabric_health": {"summary": "Healthy", "route_unhealthy": False, "version": 2}}}}
+    nvml.use_profile("hgx-h100-8gpu", faults)
+    assert nvml.nvmlInit_v2() == SUCCESS
+    fabric = FabricInfoV3(version=struct_version(FabricInfoV3, 3))
+    assert nvml.nvmlDeviceGetGpuFabricInfoV(nvml.handle(2), ctypes.byref(fabric)) == SUCCESS
+    assert (fabric.state, fabric.healthSummary) == (3, 2)
+    assert fabric.healthMask == (1 << 0) | (5 << 8)     # DEGRADED_BW_TRUE; INCORRECT_CONFIGURATION_INSUFFICIENT_NVLINKS
+    assert nvml.nvmlDeviceGetGpuFabricInfoV(nvml.handle(3), ctypes.byref(fabric)) == ARGUMENT_VERSION_MISMATCH
+    older = FabricInfoV2(version=struct_version(FabricInfoV2, 2))
+    assert nvml.nvmlDeviceGetGpuFabricInfoV(nvml.handle(3), ctypes.byref(older)) == SUCCESS
+    assert older.healthMask == 2 << 4                   # ROUTE_UNHEALTHY_FALSE
+    assert nvml.nvmlDeviceGetGpuFabricInfoV(nvml.handle(0), ctypes.byref(fabric)) == FUNCTION_NOT_FOUND
+
+
+def test_mig_hides_the_remapped_rows(nvml):
+    """nvml.h: nvmlDeviceGetRemappedRows answers NOT_SUPPORTED "If MIG is enabled"; the fake does the same for the
+    remap fields 142-145 and the histogram (the header does not say: answered as the rows are)."""
+    rows = {"correctable": 0, "uncorrectable": 1, "pending": True, "failure": False}
+    nvml.use_profile("hgx-a100-8gpu", {"gpus": {"2": {"mig": True, "remapped_rows": rows}}})
+    assert nvml.nvmlInit_v2() == SUCCESS
+    current, pending = ctypes.c_uint(), ctypes.c_uint()
+    assert nvml.nvmlDeviceGetMigMode(nvml.handle(2), ctypes.byref(current), ctypes.byref(pending)) == SUCCESS
+    assert (current.value, pending.value) == (1, 1)
+    values = [ctypes.c_uint() for _ in range(4)]
+    assert nvml.nvmlDeviceGetRemappedRows(nvml.handle(2), *[ctypes.byref(v) for v in values]) == NOT_SUPPORTED
+    assert nvml.nvmlDeviceGetRemappedRows(nvml.handle(1), *[ctypes.byref(v) for v in values]) == SUCCESS
+    assert [slot[0] for slot in nvml.fields(nvml.handle(2), [(142, 0), (143, 0), (144, 0), (145, 0)])] == [NOT_SUPPORTED] * 4
+    histogram = (ctypes.c_uint * 5)()
+    assert nvml.nvmlDeviceGetRowRemapperHistogram(nvml.handle(2), histogram) == NOT_SUPPORTED
