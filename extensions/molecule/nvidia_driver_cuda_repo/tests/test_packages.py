@@ -15,7 +15,7 @@ def test_exact_version_and_held(host, name):
     assert host.check_output("dpkg-query -W -f '${Status}' %s" % name).startswith("hold ")
 
 
-@pytest.mark.parametrize("name", ["cuda-drivers", "cuda-drivers-550", "nvidia-utils-550"])
+@pytest.mark.parametrize("name", ["cuda-drivers", "cuda-drivers-550", "nvidia-utils-550", "nvidia-driver-pinning-595"])
 def test_other_branches_not_installed(host, name):
     assert not host.package(name).is_installed
 
@@ -28,7 +28,7 @@ def test_newer_branch_blocked_by_preferences(host):
 def test_one_signed_source(host):
     source = host.file("/etc/apt/sources.list.d/gpufleet-nvidia-cuda.sources").content_string
     assert "Signed-By: /etc/apt/keyrings/gpufleet-nvidia-cuda.gpg" in source
-    assert "URIs: http://%s/cuda/debian12/x86_64/" % MIRROR in source
+    assert "URIs: http://%s/cuda/ubuntu2204/x86_64/" % MIRROR in source
     listing = host.check_output("grep -rl %s /etc/apt/sources.list.d" % MIRROR)
     assert listing.splitlines() == ["/etc/apt/sources.list.d/gpufleet-nvidia-cuda.sources"]
     assert host.file("/etc/apt/keyrings/gpufleet-nvidia-cuda.gpg").mode == 0o644
