@@ -184,6 +184,15 @@ def driver_packages(spec, driver, distribution="ubuntu2204"):
     manager and NSCQ carry the branch in their names up to 575 and not from 580 on (they then provide the
     branch-named name), and have their own revision. On the debian12 path cuda-drivers-580 has NVIDIA's Debian
     revision (-1). From 590 on the names carry no branch: unversioned_driver_packages.
+
+    The kernel module layer is Canonical's (debian/templates/control.in of canonical/nvidia-graphics-drivers, which
+    NVIDIA's Ubuntu packages follow): nvidia-driver-<branch> depends on nvidia-dkms-<branch>, nvidia-kernel-common-
+    <branch> and nvidia-kernel-source-<branch> (the proprietary modules), nvidia-driver-<branch>-open on the -open
+    DKMS and source packages; the DKMS, source and common packages provide and conflict with nvidia-dkms-kernel,
+    nvidia-kernel-source and nvidia-kernel-common, so two flavours or two branches never install together. Besides
+    them NVIDIA's repository has nvidia-kernel-open-<branch>, which its installation guide installs before
+    cuda-drivers-<branch> for the open modules (kernel_module_packages). DKMS itself (dkms, the firmware package) is
+    left out: nothing is built in a container.
     """
     packaging = spec["driver_packaging"]
     branch, upstream = driver["branch"], driver["version"]
@@ -223,12 +232,17 @@ def driver_packages(spec, driver, distribution="ubuntu2204"):
          "files": {"/usr/bin/nvidia-persistenced": files["persistenced"],
                    "/lib/systemd/system/nvidia-persistenced.service": files["unit"]}},
         {"name": "nvidia-driver-%s" % branch, "version": own, "section": "non-free/libs",
-         "depends": ", ".join("%s-%s (= %s)" % (name, branch, own)
-                              for name in ("libnvidia-compute", "nvidia-compute-utils", "nvidia-utils"))},
+         "depends": ", ".join(["%s-%s (= %s)" % (name, branch, own)
+                               for name in ("libnvidia-compute", "nvidia-compute-utils", "nvidia-utils")]
+                              + kernel_module_depends(branch, upstream, own, ""))},
+        {"name": "nvidia-driver-%s-open" % branch, "version": own, "section": "non-free/libs",
+         "depends": ", ".join(["%s-%s (= %s)" % (name, branch, own)
+                               for name in ("libnvidia-compute", "nvidia-compute-utils", "nvidia-utils")]
+                              + kernel_module_depends(branch, upstream, own, "-open"))},
         {"name": "cuda-drivers-%s" % branch, "version": meta, "section": "multiverse/devel",
-         "depends": ", ".join("%s-%s (>= %s)" % (name, branch, upstream)
-                              for name in ("libnvidia-compute", "nvidia-compute-utils", "nvidia-driver",
-                                           "nvidia-utils"))},
+         "depends": ", ".join(["%s-%s (>= %s)" % (name, branch, upstream)
+                               for name in ("libnvidia-compute", "nvidia-compute-utils", "nvidia-utils")]
+                              + [cuda_drivers_driver_dependency(spec, branch, upstream)])},
         {"name": fm_name, "version": fm, "section": "multiverse/devel",
          "provides": ("nvidia-fabricmanager-%s" % branch) if unversioned_fm else "nvidia-fabricmanager",
          "conflicts": "" if unversioned_fm else "nvidia-fabricmanager",
@@ -239,7 +253,60 @@ def driver_packages(spec, driver, distribution="ubuntu2204"):
         {"name": nscq_name, "version": fm, "section": "multiverse/devel",
          "provides": ("libnvidia-nscq-%s" % branch) if unversioned_fm else "",
          "files": {LIBDIR + "/libnvidia-nscq.so." + upstream: {"content": ""}}},
-    ]
+    ] + kernel_module_packages(spec, branch, upstream, own)
+
+
+def kernel_module_depends(branch, upstream, own, flavour):
+    """What nvidia-driver-<branch>[-open] depends on for its kernel modules (control.in: the DKMS and common
+    packages between the upstream version and <upstream>-1, the source package at the driver's own version)."""
+    return ["nvidia-dkms-%s%s (<= %s-1)" % (branch, flavour, upstream), "nvidia-dkms-%s%s (>= %s)" % (branch, flavour, upstream),
+            "nvidia-kernel-common-%s (<= %s-1)" % (branch, upstream), "nvidia-kernel-common-%s (>= %s)" % (branch, upstream),
+            "nvidia-kernel-source-%s%s (= %s)" % (branch, flavour, own)]
+
+
+def cuda_drivers_driver_dependency(spec, branch, upstream):
+    """cuda-drivers-<branch>'s dependency on the driver: nvidia-driver-<branch> alone for 535 (its real Depends),
+    from 550 any of the four driver metapackages of the branch (the real apt message for cuda-drivers-550)."""
+    if int(branch) < int(spec["driver_packaging"]["kernel_modules"]["driver_alternatives_from"]):
+        return "nvidia-driver-%s (>= %s)" % (branch, upstream)
+    return " | ".join("nvidia-driver-%s%s (>= %s)" % (branch, variant, upstream)
+                      for variant in ("", "-open", "-server", "-server-open"))
+
+
+def kernel_module_packages(spec, branch, upstream, own):
+    """The kernel module packages of one branch-named release: the proprietary and the open DKMS and source
+    packages and the common one, with control.in's Depends, Provides, Conflicts and Replaces, and NVIDIA's
+    nvidia-kernel-open-<branch> (see packages.json's driver_packaging.kernel_modules for what is unconfirmed)."""
+    table = spec["driver_packaging"]["kernel_modules"]
+    common = "nvidia-kernel-common-%s (<= %s-1), nvidia-kernel-common-%s (>= %s)" % (branch, upstream, branch, upstream)
+    packages = [{"name": "nvidia-kernel-common-%s" % branch, "version": own, "section": "non-free/libs",
+                 "provides": "nvidia-kernel-common", "conflicts": "nvidia-kernel-common",
+                 "replaces": "nvidia-kernel-common"}]
+    for flavour in ("", "-open"):
+        source = "nvidia-kernel-source-%s%s" % (branch, flavour)
+        packages += [
+            {"name": source, "version": own, "section": "non-free/libs", "multi_arch": "foreign",
+             "provides": "nvidia-kernel-source", "conflicts": "nvidia-kernel-source",
+             "replaces": "nvidia-kernel-source"},
+            {"name": "nvidia-dkms-%s%s" % (branch, flavour), "version": own, "section": "non-free/libs",
+             "multi_arch": "foreign", "provides": "nvidia-dkms-kernel", "conflicts": "nvidia-dkms-kernel",
+             "replaces": "nvidia-dkms-kernel",
+             "depends": "%s (<= %s-1), %s (>= %s), %s" % (source, upstream, source, upstream, common)},
+        ]
+    packages.append({"name": "nvidia-kernel-open-%s" % branch, "version": own, "section": "multiverse/devel",
+                     "depends": table["kernel_open_depends"].replace("{branch}", branch).replace("{upstream}", upstream)})
+    return packages
+
+
+def nvlsm_packages(spec, distribution):
+    """NVLSM, the NVLink subnet manager of 4th-generation NVSwitch systems: one package named without a branch and
+    versioned by date, with the configuration file fabric manager's start script is given
+    (--nvlsm-config-file /usr/share/nvidia/nvlsm/nvlsm.conf)."""
+    table = spec["nvlsm"]
+    if distribution not in table["distributions"]:
+        return []
+    return [{"name": "nvlsm", "version": table["version"], "section": "multiverse/devel", "depends": table["depends"],
+             "files": {path: {"content": content} for path, content in table["files"].items()}}]
 
 
 PINNING_PREFERENCES = """# stand-in (gpufleet.node tests) for NVIDIA's version locking package {name}
@@ -414,6 +481,7 @@ def packages_for(spec, distribution):
     for build in spec["cudnn"]:
         if distribution in build["distributions"]:
             packages += cudnn_packages(build)
+    packages += nvlsm_packages(spec, distribution)
     drivers = [driver for driver in spec["drivers"] if distribution in driver["distributions"]]
     pinning = set()
     for driver in drivers:
