@@ -3,10 +3,12 @@
 # [--update-lock] [OS...] (OS as in tools/node-image.sh; no argument: every release of tests/snapshot/packages.json).
 #
 # The files are those of the lock, tests/snapshot/lock.json (tests/snapshot/lock.py): each by its pool path and
-# checked against its SHA256, so the snapshot is the same whatever the archive's index lists today. Only where the
-# lock is stale (packages.json changed, or the pool no longer serves a locked file) is a release resolved from
-# the live index as below, and that is said; --update-lock resolves every release named from the live index and
-# writes the lock anew (commit it).
+# checked against its SHA256, so the snapshot is the same whatever the archive's index lists today. The lock holds
+# each group of packages.json with a digest of its packages and the files it needs: only a group that is new or
+# changed there (or whose locked file the pool no longer serves) is resolved from the live index as below, and that
+# is said; the other groups' files stay exactly as locked, and a group packages.json no longer names drops its
+# files. --update-lock writes that merged result into the lock (commit it); to take a group anew, delete its entry
+# under "groups" in the lock first.
 #
 # Per release, in a container of its node image (whose sources are the archive as an installed server has them:
 # tools/node-image.sh reads the mirror from this machine's or debootstrap's configuration), tests/snapshot/resolve.py
@@ -34,14 +36,13 @@ done
 
 # Downloads one release's packages unless its cached download is current.
 resolve() {
-  local os=$1 work="$WORK_ROOT/$1" key start locked="" how="live"
-  $update_lock || [[ ! -f $LOCK ]] || locked=$(python3 -c 'import json, sys
+  local os=$1 work="$WORK_ROOT/$1" key start locked="" previous
+  [[ ! -f $LOCK ]] || locked=$(python3 -c 'import json, sys
 entry = json.load(open(sys.argv[1]))["releases"].get(sys.argv[2])
 print(json.dumps(entry, sort_keys=True) if entry else "")' "$LOCK" "$os")
-  [[ -z $locked ]] || how="locked"
   key=$( (cat "$ROOT/tests/snapshot/resolve.py" "$ROOT/tests/snapshot/lock.py"
           python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))["releases"][sys.argv[2]], sort_keys=True))' "$SPEC" "$os"
-          echo "$how $locked") \
+          echo "$locked") \
         | sha256sum | cut -c1-12)
   if [[ -f "$work/.key" && "$(cat "$work/.key")" == "$key" ]]; then
     info "$os: the downloaded packages are current ($(find "$work/debs" -name '*.deb' | wc -l) files)"
@@ -49,18 +50,24 @@ print(json.dumps(entry, sort_keys=True) if entry else "")' "$LOCK" "$os")
   fi
   "$ROOT/tools/node-image.sh" "$os" >/dev/null
   if [[ -n $locked ]]; then
-    stage "Downloading $os's real packages from its archive, once: the files of tests/snapshot/lock.json"
+    stage "Downloading $os's real packages, once: the files of tests/snapshot/lock.json; groups it does not hold as they are in packages.json from the live index"
   else
     stage "Downloading $os's real packages from its archive, once: resolved from its live index (tests/snapshot/packages.json)"
   fi
   start=$(date +%s)
-  rm -rf "$work" && mkdir -p "$work"
+  # The earlier download is kept aside: a locked file found there with its size and SHA256 is not fetched again.
+  previous="$work.previous"
+  rm -rf "$previous"
+  if [[ -d $work ]]; then mv "$work" "$previous"; else mkdir -p "$previous"; fi
+  mkdir -p "$work"
   python3 -c 'import json, sys; json.dump(json.load(open(sys.argv[1]))["releases"][sys.argv[2]], open(sys.argv[3], "w"))' \
     "$SPEC" "$os" "$work/release.json"
   [[ -z $locked ]] || echo "$locked" >"$work/lock.json"
   docker run --rm --network host --entrypoint python3 -v "$ROOT/tests/snapshot:/snapshot:ro" -v "$work:/work" \
-    "$IMAGE_REPO:$os" /snapshot/resolve.py /work/release.json /work ${locked:+/work/lock.json} \
+    -v "$previous:/previous:ro" "$IMAGE_REPO:$os" /snapshot/resolve.py /work/release.json /work \
+    ${locked:+/work/lock.json /previous} \
     || die "downloading $os's packages failed (output above)"
+  rm -rf "$previous"
   echo "$key" >"$work/.key"
   info "$os: $(find "$work/debs" -name '*.deb' | wc -l) files, $(du -sm "$work/debs" | cut -f1) MB in $(since "$start") s"
 }

@@ -3,9 +3,10 @@
     assemble.py OUT WORK...
     assemble.py --write-lock LOCK WORK...    (tools/snapshot.sh --update-lock: the lock of these downloads)
 
-Each WORK directory is what tests/snapshot/resolve.py left for one release: ``debs/`` (the real files apt
-downloaded), ``lists/`` (apt's lists they were resolved against: the archive's own index) and
-``fallbacks.json``. OUT receives one repository per distribution, laid out as its archive is:
+Each WORK directory is what tests/snapshot/resolve.py left for one release: ``debs/`` (the real files),
+``lists/`` (the index entries of those files: the lock's, or the archive's own for files resolved live),
+``fallbacks.json`` and ``groups.json`` (which files each group needs, for the lock). OUT receives one repository
+per distribution, laid out as its archive is:
 
     OUT/<distribution>/dists/<suite>/<component>/binary-<arch>/Packages(.gz)
     OUT/<distribution>/dists/<suite>/{Release,InRelease,Release.gpg}
@@ -248,7 +249,8 @@ def write_repos(out, repos, gpg):
 
 
 def lock_entry(work):
-    """The lock of one WORK directory's downloads (lock.py): each file with the indexes that list it."""
+    """The lock of one WORK directory's downloads (lock.py): each file with the indexes that list it, and each
+    group with the files it needs (resolve.py's groups.json)."""
     repos = {}
     collect(work, repos, [])
     suites, indexes, files = {}, [], []
@@ -263,8 +265,7 @@ def lock_entry(work):
                 "%s/%s/%s" % (suite, component, arch) for suite, suite_entry in repo["suites"].items()
                 for (component, arch), stanzas in suite_entry["indexes"].items() if digest in stanzas)})
     release = json.loads((work / "release.json").read_text())
-    return lock.entry(release, (work / "taken").read_text().strip(), suites, indexes, files,
-                      json.loads((work / "fallbacks.json").read_text()))
+    return lock.entry(release, suites, indexes, files, json.loads((work / "groups.json").read_text()))
 
 
 def write_lock(path, works):
@@ -275,7 +276,10 @@ def write_lock(path, works):
     releases = document.setdefault("releases", {})
     for work in map(pathlib.Path, works):
         entry = releases[work.name] = lock_entry(work)
-        print("lock of %s: %d files, taken %s" % (work.name, len(entry["files"]), entry["taken"]))
+        print("lock of %s: %d files, %.1f MB; groups %s" % (
+            work.name, len(entry["files"]), sum(item["size"] for item in entry["files"]) / 1e6,
+            ", ".join("%s (%s, %d files)" % (name, group["taken"], len(group["files"]))
+                      for name, group in sorted(entry["groups"].items()))))
     path.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
 
 

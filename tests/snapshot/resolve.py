@@ -17,13 +17,21 @@ can be fetched, from whichever pocket lists it. ``OUT/fallbacks.json`` records e
 receives apt's lists (the index the downloads were resolved against) for tools/snapshot.sh to assemble the
 repository from.
 
-With LOCK_JSON (this release's entry of tests/snapshot/lock.json, see lock.py), the locked files are taken by path
-instead and the live index is not read; only where the lock is stale (another package list, or a file the pool no
-longer serves as locked) is the release resolved from the live index, and that is said.
+With LOCK_JSON (this release's entry of tests/snapshot/lock.json, see lock.py), the groups the lock holds as they
+are in RELEASE_JSON are taken by path (their files only, each checked against the lock; PREVIOUS, an earlier OUT,
+is looked in first) and the live index is not read for them. Only a group that is new, changed, or whose locked
+files the pool no longer serves is resolved from the live index, and that is said; apt then also sees the kept
+groups' files, as a local repository pinned above the archive (LOCAL_PIN), so the new group takes the versions the
+lock already has. ``OUT/groups.json`` says which files each group needs: the pool paths of
+``apt-get install --print-uris`` for the group, against the same sources. A format 1 lock (no groups) taken for
+this package list is migrated so: each group's files are found against the locked files alone.
+
+    resolve.py RELEASE_JSON OUT [LOCK_JSON [PREVIOUS]]
 """
 
 from __future__ import print_function
 
+import hashlib
 import json
 import os
 import re
@@ -31,6 +39,11 @@ import shutil
 import subprocess
 import sys
 import time
+
+try:
+    from urllib.parse import unquote
+except ImportError:  # pragma: no cover (Python 2 is not a node's Python)
+    from urllib import unquote
 
 import lock  # beside this script
 
@@ -42,6 +55,17 @@ FAILED_FETCH = re.compile(r"^E: Failed to fetch (\S+/([^/\s]+\.deb))\s+(.*)$", r
 # " libnvidia-nscq-580 : Depends: nvidia-kernel-common-580-server-580.196.07" (apt's unmet dependencies report)
 UNMET = re.compile(r"^ (\S+) : (?:Pre-)?Depends:", re.MULTILINE)
 MAX_ROUNDS = 20
+# The kept groups' files, served to apt as a flat repository of OUT (its Release says Origin: gpufleet-lock) and
+# preferred over the archive's versions (990: above the archive's 500, below a downgrade's 1000).
+LOCAL_ORIGIN = "gpufleet-lock"
+LOCAL_PIN = "/etc/apt/preferences.d/gpufleet-snapshot-locked"
+LOCAL_SOURCE = "/etc/apt/sources.list.d/gpufleet-snapshot-locked.list"
+ARCHIVE_SOURCES = ("/etc/apt/sources.list", "/etc/apt/sources.list.d/debian.sources",
+                   "/etc/apt/sources.list.d/ubuntu.sources")
+# apt-get --print-uris, one line per file apt would fetch (apt-private/private-install.cc):
+# 'http://host/ubuntu/pool/main/a/avahi/avahi-daemon_0.8-5ubuntu5.5_amd64.deb' avahi-daemon_0.8-5ubuntu5.5_amd64.deb 69714 MD5Sum:cbb9...
+# (a file: source's line ends after the size).
+PRINT_URI = re.compile(r"^'([^']+\.deb)' (\S+) (\d+)", re.MULTILINE)
 
 
 def run(argv, check=True):
@@ -159,11 +183,13 @@ def download(group, packages, out, index, fallbacks):
     sys.exit("group %s: still failing after %d rounds" % (group, MAX_ROUNDS))
 
 
-def drop_pinned_away(debs, fallbacks):
-    """Removes the files of uploads pinned away that an earlier round downloaded: the snapshot holds what resolved."""
+def drop_pinned_away(debs, fallbacks, locked_files=()):
+    """Removes the files of uploads pinned away that an earlier round downloaded: the snapshot holds what resolved
+    (never a locked file: the kept groups' files stay as locked)."""
     away = {(name, entry["version"]) for entry in fallbacks for name in entry["pinned_away"]}
+    keep = {os.path.basename(name) for name in locked_files}
     for name in os.listdir(debs):
-        if name.endswith(".deb") and deb_identity(name) in away:
+        if name.endswith(".deb") and name not in keep and deb_identity(name) in away:
             os.remove(os.path.join(debs, name))
 
 
@@ -174,66 +200,213 @@ def sites():
             if len(fields) == 3 and fields[0] == "Packages"}
 
 
-def from_lock(release, locked, out):
-    """Takes the locked files (lock.fetch); False, with the reason printed, where the lock is stale."""
-    if locked.get("spec") != lock.spec_digest(release):
-        print("    the lock was taken for another package list (tests/snapshot/packages.json changed since): "
-              "resolving from the live index", flush=True)
-        return False
-    print("    taking the %d files of the lock of %s by path, each checked against it"
-          % (len(locked["files"]), locked["taken"]), flush=True)
-    problems = lock.fetch(locked, sites(), out)
-    if not problems:
-        write_result(out, locked["taken"], locked["fallbacks"])
-        return True
-    shown = "; ".join(problems[:3]) + ("; ..." if len(problems) > 3 else "")
-    print("    %d file(s) of the lock are not served as locked (%s): resolving from the live index instead; "
-          "tools/snapshot.sh --update-lock takes a new lock" % (len(problems), shown), flush=True)
-    for name in ("debs", "lists"):
-        shutil.rmtree(os.path.join(out, name), ignore_errors=True)
-    return False
+def uri_files(text):
+    """The pool paths of the files in apt-get --print-uris output (URIs are quoted: %2b for +, %7e for ~)."""
+    return sorted({unquote(lock.pool_path(uri)) for uri, _name, _size in PRINT_URI.findall(text)})
 
 
-def write_result(out, taken, fallbacks):
+def group_files(group, packages):
+    """The pool paths of every file apt takes for one group's apt call now (pins and sources as they are)."""
+    empty = "/tmp/gpufleet-print-uris"
+    shutil.rmtree(empty, ignore_errors=True)
+    os.makedirs(os.path.join(empty, "partial"))
+    result = run(["apt-get", "install", "--print-uris", "-qq", "-y", "--no-install-recommends",
+                  "-o", "Dir::Cache::archives=%s" % empty] + packages, check=False)
+    if result.returncode != 0:
+        sys.exit("group %s: apt-get --print-uris %s failed:\n%s" % (group, " ".join(packages), result.stdout))
+    return uri_files(result.stdout)
+
+
+def local_repository(out, alone):
+    """Serves the files lock.fetch took (OUT/debs, their stanzas in OUT/lists) to apt as a flat repository,
+    preferred over the archive; alone: the archive's sources are set aside (the migration of a format 1 lock)."""
+    root = os.path.abspath(os.path.join(out, "lockrepo"))
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(root)
+    seen = {}
+    lists = os.path.join(out, "lists")
+    for name in sorted(os.listdir(lists)):
+        if name.endswith("_Packages"):
+            for block in open(os.path.join(lists, name), encoding="utf-8").read().split("\n\n"):
+                digest = re.search(r"^SHA256: (\S+)$", block, re.MULTILINE)
+                if digest:
+                    seen.setdefault(digest.group(1), block.strip("\n"))
+    for block in seen.values():
+        filename = re.search(r"^Filename: (\S+)$", block, re.MULTILINE).group(1)
+        target = os.path.join(root, filename)
+        if not os.path.isdir(os.path.dirname(target)):
+            os.makedirs(os.path.dirname(target))
+        os.link(os.path.join(out, "debs", os.path.basename(filename)), target)
+    text = "".join(block + "\n\n" for _digest, block in sorted(seen.items()))
+    with open(os.path.join(root, "Packages"), "w", encoding="utf-8") as handle:
+        handle.write(text)
+    data = text.encode("utf-8")
+    with open(os.path.join(root, "Release"), "w") as handle:
+        handle.write("Origin: %s\nLabel: %s\nSuite: %s\nCodename: %s\nDate: %s\nSHA256:\n %s %d Packages\n" % (
+            LOCAL_ORIGIN, LOCAL_ORIGIN, LOCAL_ORIGIN, LOCAL_ORIGIN,
+            time.strftime("%a, %d %b %Y %H:%M:%S UTC", time.gmtime()), hashlib.sha256(data).hexdigest(), len(data)))
+    with open(LOCAL_SOURCE, "w") as handle:
+        handle.write("deb [trusted=yes] file:%s ./\n" % root)
+    with open(LOCAL_PIN, "w") as handle:
+        handle.write("Package: *\nPin: release o=%s\nPin-Priority: 990\n" % LOCAL_ORIGIN)
+    if alone:
+        for path in ARCHIVE_SOURCES:
+            if os.path.exists(path):
+                os.rename(path, path + ".gpufleet-set-aside")
+    return root
+
+
+def apt_update():
+    for _attempt in range(3):
+        result = run(["apt-get", "update", "-o", "Acquire::Retries=3"], check=False)
+        if result.returncode == 0 and not re.search(r"^(W|E): Failed to fetch", result.stdout, re.MULTILINE):
+            return
+        time.sleep(15)
+    sys.exit("apt-get update kept failing:\n%s" % result.stdout)
+
+
+def sha256_file(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def keep_live_lists(out, locked):
+    """Copies apt's live lists into OUT/lists with only the stanzas of files taken live (the locked files' entries
+    are the lock's own, from lock.fetch), and the Release files of suites the lock does not have."""
+    lists = os.path.join(out, "lists")
+    os.makedirs(lists, exist_ok=True)
+    locked_hashes = {item["sha256"] for item in (locked or {}).get("files", [])}
+    taken = {sha256_file(os.path.join(out, "debs", name)) for name in os.listdir(os.path.join(out, "debs"))
+             if name.endswith(".deb")} - locked_hashes
+    locked_suites = set((locked or {}).get("suites", {}))
+    for name in os.listdir(LISTS):
+        if "_dists_" not in name:
+            continue
+        if name.endswith("_Packages"):
+            blocks = open(os.path.join(LISTS, name), encoding="utf-8", errors="replace").read().split("\n\n")
+            kept = [block.strip("\n") for block in blocks
+                    if (re.search(r"^SHA256: (\S+)$", block, re.MULTILINE) or [None, None])[1] in taken]
+            with open(os.path.join(lists, name), "w", encoding="utf-8") as handle:
+                handle.write("".join(block + "\n\n" for block in kept))
+        elif name.endswith("Release") and re.search(r"_dists_([^_]+)_(?:In)?Release$", name).group(1) not in locked_suites:
+            shutil.copy(os.path.join(LISTS, name), lists)
+
+
+def write_result(out, groups):
+    """OUT/groups.json (group -> taken, files, fallbacks), and fallbacks.json and taken for assemble.py."""
+    with open(os.path.join(out, "groups.json"), "w") as handle:
+        json.dump(groups, handle, indent=1, sort_keys=True)
     with open(os.path.join(out, "fallbacks.json"), "w") as handle:
-        json.dump(fallbacks, handle, indent=1, sort_keys=True)
+        json.dump([item for _name, group in sorted(groups.items()) for item in group["fallbacks"]], handle,
+                  indent=1, sort_keys=True)
     with open(os.path.join(out, "taken"), "w") as handle:
-        handle.write(taken + "\n")
+        handle.write(max(group["taken"] for group in groups.values()) + "\n")
 
 
-def main(release_file, out, lock_file=None):
+def take_locked(locked, states, out, previous):
+    """Fetches the locked files of the groups kept (lock.fetch); a group whose file the pool no longer serves as
+    locked is resolved live instead, and that is said. Returns the states as they end up."""
+    for _round in range(2):
+        kept = [group for group, (how, _why) in states.items() if how != "live"]
+        if not kept:
+            return states
+        whole = any(how == "attribute" for how, _why in states.values())
+        only = None if whole else set(lock.needed(locked, kept))
+        count = len(locked["files"]) if whole else len(only)
+        print("    taking %d files of the lock by path, each checked against it" % count, flush=True)
+        problems = lock.fetch(locked, sites(), out, only=only,
+                              reuse=[os.path.join(previous, "debs")] if previous else [])
+        if not problems:
+            return states
+        shown = "; ".join(problems[:3]) + ("; ..." if len(problems) > 3 else "")
+        failed = {problem.split(": ", 1)[0] for problem in problems}
+        print("    %d file(s) of the lock are not served as locked (%s)" % (len(problems), shown), flush=True)
+        for group in kept:
+            if whole or failed & set(locked["groups"][group]["files"]):
+                states[group] = ("live", "its locked files are not served as locked "
+                                         "(tools/snapshot.sh --update-lock takes them anew)")
+        shutil.rmtree(os.path.join(out, "lists"), ignore_errors=True)
+    sys.exit("the lock's files kept failing to download: %s" % "; ".join(problems[:3]))
+
+
+def main(release_file, out, lock_file=None, previous=None):
     with open(release_file) as handle:
         release = json.load(handle)
     groups = release["groups"]
-    enable_components(release.get("components", []))
+    locked = None
     if lock_file:
         with open(lock_file) as handle:
-            if from_lock(release, json.load(handle), out):
-                return
-    os.makedirs(os.path.join(out, "debs", "partial"), exist_ok=True)
-    if os.path.exists(PINS):
-        os.remove(PINS)
-    for attempt in range(3):
-        result = run(["apt-get", "update", "-o", "Acquire::Retries=3"], check=False)
-        if result.returncode == 0 and not re.search(r"^(W|E): Failed to fetch", result.stdout, re.MULTILINE):
-            break
-        time.sleep(15)
-    else:
-        sys.exit("apt-get update kept failing:\n%s" % result.stdout)
-    index = uploads_index()
-    fallbacks = []
-    for group in sorted(groups):
-        print("    group %s: %s" % (group, " ".join(groups[group])), flush=True)
-        download(group, groups[group], out, index, fallbacks)
-    lists = os.path.join(out, "lists")
-    os.makedirs(lists, exist_ok=True)
-    for name in os.listdir(LISTS):
-        if name.endswith(("_Packages", "Release")):
-            shutil.copy(os.path.join(LISTS, name), lists)
-    drop_pinned_away(os.path.join(out, "debs"), fallbacks)
-    write_result(out, time.strftime("%Y-%m-%d", time.gmtime()), fallbacks)
-    shutil.rmtree(os.path.join(out, "debs", "partial"), ignore_errors=True)
+            locked = json.load(handle)
+    enable_components(release.get("components", []))
+    states = lock.plan(locked, release)
+    for group in lock.dropped(locked, release):
+        print("    group %s: no longer in packages.json: its files go, unless another group needs them" % group,
+              flush=True)
+    if locked:
+        states = take_locked(locked, states, out, previous)
+    live = sorted(group for group, (how, _why) in states.items() if how == "live")
+    attribute = sorted(group for group, (how, _why) in states.items() if how == "attribute")
+    result = {}
+    for group, (how, why) in sorted(states.items()):
+        print("    group %s: %s" % (group, {"locked": why, "attribute": "finding its files among the locked "
+                                           "files (the lock is format 1)"}.get(how, "resolved from the live index: " + why)),
+              flush=True)
+        if how == "locked":
+            entry = locked["groups"][group]
+            result[group] = {"taken": entry["taken"], "files": entry["files"], "fallbacks": entry["fallbacks"]}
+    if live or attribute:
+        debs = os.path.join(out, "debs")
+        os.makedirs(os.path.join(debs, "partial"), exist_ok=True)
+        if os.path.exists(PINS):
+            os.remove(PINS)
+        repository = None
+        if os.path.isdir(os.path.join(out, "lists")):
+            repository = local_repository(out, alone=not live)
+        apt_update()
+        locked_files = {item["filename"] for item in (locked or {}).get("files", [])}
+        for group in attribute:
+            files = group_files(group, groups[group])
+            strange = sorted(set(files) - locked_files)
+            if strange:
+                sys.exit("group %s takes files the format 1 lock does not have: %s" % (group, ", ".join(strange)))
+            result[group] = {"taken": locked["taken"], "files": files, "fallbacks": lock.fallbacks(locked, [group])}
+        if attribute and not live:
+            unclaimed = locked_files - {name for group in result.values() for name in group["files"]}
+            if unclaimed:
+                sys.exit("files of the format 1 lock that no group takes: %s" % ", ".join(sorted(unclaimed)))
+        index = uploads_index()
+        fallbacks = []
+        for group in live:
+            print("    group %s: %s" % (group, " ".join(groups[group])), flush=True)
+            download(group, groups[group], out, index, fallbacks)
+        drop_pinned_away(debs, fallbacks, locked_files)
+        today = time.strftime("%Y-%m-%d", time.gmtime())
+        for group in live:
+            # Again with every pin in place: a later group's fallback can move an earlier group's choice.
+            download(group, groups[group], out, index, fallbacks)
+            result[group] = {"taken": today, "files": group_files(group, groups[group]),
+                             "fallbacks": [item for item in fallbacks if item["group"] == group]}
+        if live:
+            keep_live_lists(out, locked)
+        if repository:
+            shutil.rmtree(repository, ignore_errors=True)
+        shutil.rmtree(os.path.join(debs, "partial"), ignore_errors=True)
+    drop_unneeded(out, locked, result)
+    write_result(out, result)
+
+
+def drop_unneeded(out, locked, result):
+    """Removes the locked files no group needs any more (a group dropped, or resolved live instead)."""
+    needed = {os.path.basename(name) for group in result.values() for name in group["files"]}
+    for item in (locked or {}).get("files", []):
+        name = os.path.basename(item["filename"])
+        path = os.path.join(out, "debs", name)
+        if name not in needed and os.path.exists(path):
+            os.remove(path)
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])

@@ -108,6 +108,10 @@ def work(tmp_path):
                                                       "reason": "not served (404)", "pinned_away": []}]))
     (work / "taken").write_text("2026-12-05\n")
     (work / "release.json").write_text(json.dumps(RELEASE))
+    (work / "groups.json").write_text(json.dumps({"driver": {
+        "taken": "2026-12-05", "fallbacks": [],
+        "files": ["pool/restricted/n/nvidia-graphics-drivers-580-server/%s_580.178.04-0ubuntu0.22.04.1_amd64.deb" % package
+                  for package in files]}}))
     return work
 
 
@@ -190,6 +194,8 @@ def test_next_copy_lists_the_release_repacked_at_the_next_version(tmp_path, work
 def test_lock_of_a_resolution_names_each_file_its_indexes_and_no_host(work):
     entry = assemble.lock_entry(work)
     assert entry["spec"] == lock.spec_digest(RELEASE) and entry["taken"] == "2026-12-05"
+    assert entry["groups"]["driver"]["spec"] == lock.group_digest(["nvidia-utils-580-server"], [])
+    assert entry["groups"]["driver"]["files"] == [item["filename"] for item in entry["files"]]
     assert entry["indexes"] == ["jammy-security/restricted/amd64", "jammy-updates/main/amd64",
                                 "jammy-updates/restricted/amd64"]
     assert [(item["filename"].rsplit("/", 1)[1], item["size"], item["indexes"]) for item in entry["files"]] == [
@@ -242,11 +248,11 @@ def test_locked_files_are_taken_by_path_and_assemble_as_the_archive(tmp_path, mo
     monkeypatch.setattr(lock.time, "sleep", lambda seconds: None)
     data = build_deb(tmp_path, "nvidia-utils-580-server", "580.178.04-0ubuntu0.22.04.1")
     filename = "pool/restricted/n/nvidia-graphics-drivers-580-server/nvidia-utils-580-server_580.178.04-0ubuntu0.22.04.1_amd64.deb"
-    locked = lock.entry(RELEASE, "2026-12-05", {"jammy-security": {"Origin": "Ubuntu", "Suite": "jammy-security",
-                                                                   "Codename": "jammy"}},
+    groups = {"driver": {"taken": "2026-12-05", "files": [filename], "fallbacks": []}}
+    locked = lock.entry(RELEASE, {"jammy-security": {"Origin": "Ubuntu", "Suite": "jammy-security", "Codename": "jammy"}},
                         ["jammy-security/restricted/amd64", "jammy-security/main/amd64"],
                         [{"filename": filename, "size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
-                          "indexes": ["jammy-security/restricted/amd64"]}], [])
+                          "indexes": ["jammy-security/restricted/amd64"]}], groups)
     sites = {"jammy-security": "http://mirror.example/ubuntu/"}
     # The first answer is a refused connection: retried. The index is never asked for.
     pool = Pool({})
@@ -260,6 +266,7 @@ def test_locked_files_are_taken_by_path_and_assemble_as_the_archive(tmp_path, mo
     (work / "fallbacks.json").write_text("[]")
     (work / "taken").write_text("2026-12-05\n")
     (work / "release.json").write_text(json.dumps(RELEASE))
+    (work / "groups.json").write_text(json.dumps(groups))
     out = tmp_path / "snapshot"
     assemble.main(str(out), [str(work)])
     index = (out / "ubuntu/dists/jammy-security/restricted/binary-amd64/Packages").read_text()
