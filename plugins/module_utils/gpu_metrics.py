@@ -14,7 +14,8 @@ Names and labels follow NVIDIA's dcgm-exporter, so that its dashboards and alert
   ``etc/default-counters.csv`` and ``etc/dcp-metrics-included.csv`` (name, Prometheus type, help text), and for the
   fields those files do not list the field identifiers of DCGM's ``dcgm_fields.h`` as NVIDIA's Go bindings carry them
   (github.com/NVIDIA/go-dcgm, ``pkg/dcgm/const_fields.go``: DCGM_FI_DEV_ENFORCED_POWER_LIMIT 164,
-  DCGM_FI_DEV_CLOCKS_EVENT_REASONS 112, DCGM_FI_DEV_ROW_REMAP_PENDING 396, DCGM_FI_DEV_RETIRED_PENDING 392);
+  DCGM_FI_DEV_CLOCKS_EVENT_REASONS 112, DCGM_FI_DEV_ROW_REMAP_PENDING 396, DCGM_FI_DEV_RETIRED_PENDING 392,
+  DCGM_FI_DEV_POWER_USAGE_INSTANT 157);
 * labels are those of dcgm-exporter's GPU template (``internal/pkg/rendermetrics/render_metrics.go``,
   ``gpuMetricsFormat``): ``gpu`` (the index), ``UUID``, ``pci_bus_id``, ``device`` (``nvidia<index>``, as its
   collectors set ``GPUDevice``), ``modelName``, ``Hostname`` when known, then label fields such as
@@ -68,11 +69,19 @@ def clock_event_mask(reasons):
 # files give them (the help of fields absent there: dcgm_fields.h's description).
 DEVICE_METRICS = (
     ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", lambda d: _count(d.get("utilization_gpu_pct"))),
-    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB), driver-reserved memory included.",
-     lambda d: _count(d.get("memory_used_mib"))),
+    # DCGM reads the frame buffer with nvmlDeviceGetMemoryInfo_v2 from driver 510 (DcgmCacheManager.cpp,
+    # ReadAndCacheFBMemoryInfo): FB_USED is nvmlMemory_v2_t's used, the reserved memory apart in FB_RESERVED (253).
     ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", lambda d: _count(d.get("memory_free_mib"))),
+    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", lambda d: _count(d.get("memory_used_mib"))),
+    ("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB).",
+     lambda d: _count(d.get("memory_reserved_mib"))),
     ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", lambda d: _count(d.get("temperature_c"))),
+    # POWER_USAGE (155) is nvmlDeviceGetPowerUsage (averaged over 1 s on Ampere except GA100 and newer), and
+    # POWER_USAGE_INSTANT (157) NVML field NVML_FI_DEV_POWER_INSTANT (186): DcgmCacheManager.cpp, BOARD_POWER_WATTS
+    # and BOARD_POWER_RAW_WATTS, the names dcgm_fields.h gives them since 2026 (the old ones kept as aliases).
     ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", lambda d: _count(d.get("power_draw_w"))),
+    ("DCGM_FI_DEV_POWER_USAGE_INSTANT", "gauge", "Current instantaneous power usage of the device in Watts",
+     lambda d: _count(d.get("power_draw_instant_w"))),
     ("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "gauge",
      "Effective power limit that the driver enforces after taking into account all limiters (in W).",
      lambda d: _count(d.get("power_limit_w"))),

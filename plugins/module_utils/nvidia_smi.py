@@ -486,13 +486,19 @@ def normalise_bus_id(value):
                                   match.group(4))
 
 
-def _memory_used(gpu):
-    """Frame buffer in use as NVML's nvmlDeviceGetMemoryInfo reports it (driver-reserved memory included): the XML's
-    ``used`` plus its ``reserved`` where printed (drivers since 510 print reserved apart), so that both backends
-    give one number."""
-    used = _int(_text(gpu, "fb_memory_usage/used"))
-    reserved = _int(_text(gpu, "fb_memory_usage/reserved"))
-    return used + reserved if used is not None and reserved is not None else used
+def _power_draw(gpu):
+    """The board's power draw as nvmlDeviceGetPowerUsage reads it, which DCGM exports as DCGM_FI_DEV_POWER_USAGE and
+    nvidia-smi prints as ``<power_draw>`` (drivers before 570). Drivers from 570 print ``<average_power_draw>`` and
+    ``<instant_power_draw>`` instead; nvml.h says which of them the call returns: "On Ampere (except GA100) or newer
+    GPUs, the API returns power averaged over 1 sec interval. On GA100 and older architectures, instantaneous power
+    is returned", and NVML_FI_DEV_POWER_AVERAGE is "supported on Ampere (except GA100) or newer". So the average
+    where the GPU has one, else the instant reading."""
+    return _float(_first(gpu, (
+        "gpu_power_readings/power_draw",
+        "power_readings/power_draw",
+        "gpu_power_readings/average_power_draw",
+        "gpu_power_readings/instant_power_draw",
+    )))
 
 
 def _mig_device(element):
@@ -711,7 +717,10 @@ def _gpu(index, gpu):
         "compute_capability": None,  # not printed by nvidia-smi: NVML only
         "compute_mode": _text(gpu, "compute_mode"),
         "memory_total_mib": _int(_text(gpu, "fb_memory_usage/total")),
-        "memory_used_mib": _memory_used(gpu),
+        # As NVML's nvmlMemory_v2_t, which DCGM reads from driver 510: used (allocated) without the memory the driver
+        # and firmware reserve, printed apart as <reserved> (drivers from 510; absent before, as in captures 67, 69).
+        "memory_used_mib": _int(_text(gpu, "fb_memory_usage/used")),
+        "memory_reserved_mib": _int(_text(gpu, "fb_memory_usage/reserved")),
         "memory_free_mib": _int(_text(gpu, "fb_memory_usage/free")),
         "utilization_gpu_pct": _int(_text(gpu, "utilization/gpu_util")),
         "mig_mode": {
@@ -746,14 +755,11 @@ def _gpu(index, gpu):
             "replay_counter": _int(_text(pci, "replay_counter")),
         },
         "temperature_c": _temperature(gpu),
-        "power_draw_w": _float(_first(gpu, (
-            "gpu_power_readings/instant_power_draw",
-            "gpu_power_readings/power_draw",
-            "gpu_power_readings/average_power_draw",
-            "power_readings/instant_power_draw",
-            "power_readings/power_draw",
-            "power_readings/average_power_draw",
-        ))),
+        "power_draw_w": _power_draw(gpu),
+        # Drivers from 570 (capture 64): NVML_FI_DEV_POWER_AVERAGE (185) and NVML_FI_DEV_POWER_INSTANT (186). Not
+        # <gpu_memory_power_readings> or <module_power_readings>, which hold the same names for other scopes.
+        "power_draw_average_w": _float(_text(gpu, "gpu_power_readings/average_power_draw")),
+        "power_draw_instant_w": _float(_text(gpu, "gpu_power_readings/instant_power_draw")),
         "power_limit_w": _float(_first(gpu, (
             "gpu_power_readings/current_power_limit",
             "gpu_power_readings/enforced_power_limit",

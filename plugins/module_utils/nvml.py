@@ -60,6 +60,7 @@ FUNCTIONS = (
     "nvmlDeviceGetArchitecture",
     "nvmlDeviceGetCudaComputeCapability",
     "nvmlDeviceGetVbiosVersion",
+    "nvmlDeviceGetMemoryInfo_v2",
     "nvmlDeviceGetMemoryInfo",
     "nvmlDeviceGetPersistenceMode",
     "nvmlDeviceGetComputeMode",
@@ -208,7 +209,11 @@ FI_DEV_NVLINK_GET_SPEED = 164
 FI_DEV_RESET_STATUS = 226
 FI_DEV_DRAIN_AND_RESET_STATUS = 227
 FI_DEV_GET_GPU_RECOVERY_ACTION = 230
-FI_DEV_POWER_INSTANT = 186  # milliwatts
+# NVML_FI_DEV_POWER_AVERAGE "GPU power averaged over 1 sec interval, supported on Ampere (except GA100) or newer
+# architectures" and NVML_FI_DEV_POWER_INSTANT "Current GPU power, supported on all architectures", in milliwatts; scope
+# 0 is the GPU alone (1: the module, GPU and Grace CPU). In nvml.h from NVML 12.2 (the 535 branch).
+FI_DEV_POWER_AVERAGE = 185
+FI_DEV_POWER_INSTANT = 186
 
 # nvmlDeviceGpuRecoveryAction_t (nvml.h) by value, as the fact names it; RECOVER_IMEX_DOMAIN came with NVML 595.
 RECOVERY_ACTIONS = {0: "none", 1: "gpu_reset", 2: "node_reboot", 3: "drain_p2p", 4: "drain_and_reset",
@@ -558,6 +563,14 @@ class _Memory(ctypes.Structure):
     _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
 
 
+class _MemoryV2(ctypes.Structure):
+    """nvmlMemory_v2_t (bytes; nvmlDeviceGetMemoryInfo_v2, version nvmlMemory_v2): ``used`` is the allocated memory
+    without ``reserved`` ("Device memory (in bytes) reserved for system use (driver or firmware)"), where
+    nvmlMemory_t's ``used`` is the "Sum of Reserved and Allocated device memory"."""
+    _fields_ = [("version", ctypes.c_uint), ("total", ctypes.c_ulonglong), ("reserved", ctypes.c_ulonglong),
+                ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
 class _Utilization(ctypes.Structure):
     """nvmlUtilization_t (percent)."""
     _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
@@ -723,7 +736,10 @@ class _Nvml:
     def call(self, name, label, *args):
         """True when name(*args) succeeded. NOT_SUPPORTED and an absent symbol are 'missing'; a lost GPU
         raises _DeviceLost; any other failure is recorded in errors. label names the device for errors."""
-        code = self.raw(name, *args)
+        return self.answered(name, label, self.raw(name, *args))
+
+    def answered(self, name, label, code):
+        """call's judgement of a return code raw gave: True on success, else the failure recorded."""
         if code is None:
             return False
         if code == SUCCESS:
@@ -856,6 +872,25 @@ def _fabric(nvml, label, handle):
     return dict(fabric_names(info.state, info.status, nvml.error_string(info.status)), health=None)
 
 
+def _memory(nvml, label, handle):
+    """The frame buffer in MiB: {total, reserved, free, used}, as DCGM reads it (DcgmCacheManager's
+    ReadAndCacheFBMemoryInfo: nvmlDeviceGetMemoryInfo_v2 from driver 510, nvmlDeviceGetMemoryInfo before). A library
+    without the v2 call (before 510) gives nvmlMemory_t, whose used includes what the driver reserves, and no
+    reserved; one that has it is asked nothing else, so used never changes meaning on a failure."""
+    memory = _MemoryV2()
+    memory.version = struct_version(_MemoryV2, 2)
+    code = nvml.raw("nvmlDeviceGetMemoryInfo_v2", handle, ctypes.byref(memory))
+    if code is not None:
+        if not nvml.answered("nvmlDeviceGetMemoryInfo_v2", label, code):
+            return {"total": None, "reserved": None, "free": None, "used": None}
+        return {"total": mib(memory.total), "reserved": mib(memory.reserved), "free": mib(memory.free),
+                "used": mib(memory.used)}
+    older = _Memory()
+    if not nvml.call("nvmlDeviceGetMemoryInfo", label, handle, ctypes.byref(older)):
+        return {"total": None, "reserved": None, "free": None, "used": None}
+    return {"total": mib(older.total), "reserved": None, "free": mib(older.free), "used": mib(older.used)}
+
+
 def _histogram(nvml, label, handle):
     values = _RowRemapperHistogram()
     if not nvml.call("nvmlDeviceGetRowRemapperHistogram", label, handle, ctypes.byref(values)):
@@ -909,7 +944,6 @@ def _mig_devices(nvml, label, handle):
 def _device(nvml, index, handle):
     """One GPU in the shared per-GPU schema (plus its NVLinks, affinity and utilisation, kept apart)."""
     label = "GPU%d" % index
-    memory = _Memory()
     major, minor = ctypes.c_int(), ctypes.c_int()
     capability = None
     if nvml.call("nvmlDeviceGetCudaComputeCapability", label, handle, ctypes.byref(major), ctypes.byref(minor)):
@@ -924,16 +958,12 @@ def _device(nvml, index, handle):
     if nvml.call("nvmlDeviceGetEccMode", label, handle, ctypes.byref(ecc_current), ctypes.byref(ecc_pending)):
         ecc_mode = {"current": ecc_current.value == _FEATURE_ENABLED, "pending": ecc_pending.value == _FEATURE_ENABLED}
     reset_fields = (FI_DEV_RESET_STATUS, FI_DEV_DRAIN_AND_RESET_STATUS, FI_DEV_GET_GPU_RECOVERY_ACTION)
-    values = nvml.fields(label, handle, [(field, 0) for field in reset_fields + (FI_DEV_POWER_INSTANT,)])
+    power_fields = (FI_DEV_POWER_AVERAGE, FI_DEV_POWER_INSTANT)
+    values = nvml.fields(label, handle, [(field, 0) for field in reset_fields + power_fields])
     recovery_action = recovery_action_name(values[(FI_DEV_GET_GPU_RECOVERY_ACTION, 0)])
     reset_required, drain = reset_status(values[(FI_DEV_RESET_STATUS, 0)], values[(FI_DEV_DRAIN_AND_RESET_STATUS, 0)],
                                          recovery_action)
-    # The instant draw (as nvidia-smi prints instant_power_draw) where the driver has the field; else
-    # nvmlDeviceGetPowerUsage, which newer GPUs average over a second.
-    power_mw = values[(FI_DEV_POWER_INSTANT, 0)]
-    if power_mw is None:
-        power_mw = nvml.uint("nvmlDeviceGetPowerUsage", label, handle)
-    memory_read = nvml.call("nvmlDeviceGetMemoryInfo", label, handle, ctypes.byref(memory))
+    memory = _memory(nvml, label, handle)
     device = {
         "index": index,
         "name": nvml.text("nvmlDeviceGetName", label, _NAME_SIZE, handle),
@@ -945,9 +975,10 @@ def _device(nvml, index, handle):
         "module_id": nvml.uint("nvmlDeviceGetModuleId", label, handle) or None,
         "architecture": architecture_name(nvml.uint("nvmlDeviceGetArchitecture", label, handle)),
         "compute_capability": capability,
-        "memory_total_mib": mib(memory.total) if memory_read else None,
-        "memory_used_mib": mib(memory.used) if memory_read else None,
-        "memory_free_mib": mib(memory.free) if memory_read else None,
+        "memory_total_mib": memory["total"],
+        "memory_used_mib": memory["used"],
+        "memory_reserved_mib": memory["reserved"],
+        "memory_free_mib": memory["free"],
         "mig_mode": mig_mode,
         "mig_devices": _mig_devices(nvml, label, handle) if mig_mode["current"] else [],
         "persistence_mode": nvml.enabled("nvmlDeviceGetPersistenceMode", label, handle),
@@ -976,7 +1007,11 @@ def _device(nvml, index, handle):
             "replay_counter": nvml.uint("nvmlDeviceGetPcieReplayCounter", label, handle),
         },
         "power_limit_w": watts(nvml.uint("nvmlDeviceGetEnforcedPowerLimit", label, handle)),
-        "power_draw_w": watts(power_mw),
+        # As DCGM reads DCGM_FI_DEV_POWER_USAGE (nvmlDeviceGetPowerUsage: averaged over 1 s on Ampere except GA100
+        # and newer, instant on older GPUs) and DCGM_FI_DEV_POWER_USAGE_INSTANT (field 186).
+        "power_draw_w": watts(nvml.uint("nvmlDeviceGetPowerUsage", label, handle)),
+        "power_draw_average_w": watts(values[(FI_DEV_POWER_AVERAGE, 0)]),
+        "power_draw_instant_w": watts(values[(FI_DEV_POWER_INSTANT, 0)]),
         # 0 C is what a vGPU guest reads (no sensor): unknown, as the -q -x parser reads it.
         "temperature_c": nvml.uint("nvmlDeviceGetTemperature", label, handle, ctypes.c_int(_TEMPERATURE_GPU)) or None,
         "clock_event_reasons_active": _clock_reasons(nvml, label, handle),

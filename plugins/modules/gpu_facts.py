@@ -217,8 +217,9 @@ ansible_facts:
               nvmlDeviceGetMinorNumber; C(module_id) gpu_module_id or platformInfo/module_id /
               nvmlDeviceGetModuleId; C(architecture) product_architecture / nvmlDeviceGetArchitecture;
               C(compute_capability) none / nvmlDeviceGetCudaComputeCapability; C(compute_mode) compute_mode /
-              nvmlDeviceGetComputeMode; C(memory_total_mib), C(memory_used_mib), C(memory_free_mib)
-              fb_memory_usage/total, used (+ reserved), free / nvmlDeviceGetMemoryInfo;
+              nvmlDeviceGetComputeMode; C(memory_total_mib), C(memory_reserved_mib), C(memory_used_mib),
+              C(memory_free_mib) fb_memory_usage/total, reserved, used, free / nvmlDeviceGetMemoryInfo_v2
+              (nvmlMemory_v2_t; nvmlDeviceGetMemoryInfo on a library without it, no reserved then);
               C(utilization_gpu_pct) utilization/gpu_util / nvmlDeviceGetUtilizationRates; C(mig_mode),
               C(mig_devices) mig_mode, mig_devices / nvmlDeviceGetMigMode and the MIG device calls;
               C(persistence_mode) persistence_mode / nvmlDeviceGetPersistenceMode; C(ecc_mode) ecc_mode /
@@ -235,7 +236,10 @@ ansible_facts:
               C(clock_event_reasons_active) clocks_event_reasons or
               clocks_throttle_reasons / nvmlDeviceGetCurrentClocksEventReasons (else ...ThrottleReasons);
               C(temperature_c) temperature/gpu_temp / nvmlDeviceGetTemperature; C(power_draw_w)
-              instant_power_draw, power_draw or average_power_draw / field value 186, else nvmlDeviceGetPowerUsage;
+              power_draw (drivers from 570: average_power_draw, else instant_power_draw) / nvmlDeviceGetPowerUsage;
+              C(power_draw_average_w) gpu_power_readings/average_power_draw / field value 185
+              (NVML_FI_DEV_POWER_AVERAGE); C(power_draw_instant_w) gpu_power_readings/instant_power_draw / field
+              value 186 (NVML_FI_DEV_POWER_INSTANT);
               C(power_limit_w) current or enforced power limit / nvmlDeviceGetEnforcedPowerLimit; C(pcie)
               pci_gpu_link_info and replay_counter / the PCIe link and replay counter calls; C(vbios_version)
               vbios_version / nvmlDeviceGetVbiosVersion."
@@ -276,14 +280,24 @@ ansible_facts:
               type: int
               sample: 81920
             memory_used_mib:
-              description: Frame buffer in use in MiB, driver-reserved memory included (NVML
-                C(nvmlDeviceGetMemoryInfo) C(used); nvidia-smi's C(fb_memory_usage) C(used) plus C(reserved)).
+              description: Frame buffer allocated in MiB, without the memory the driver and firmware reserve (NVML
+                C(nvmlDeviceGetMemoryInfo_v2) C(used) of C(nvmlMemory_v2_t), what DCGM exports as
+                C(DCGM_FI_DEV_FB_USED); nvidia-smi's C(fb_memory_usage/used)). A driver before 510, which has no
+                C(nvmlDeviceGetMemoryInfo_v2) and prints no C(reserved), counts its reservation in here
+                (C(nvmlDeviceGetMemoryInfo) C(used)), as DCGM does then.
               type: int
-              sample: 512
+              sample: 0
+            memory_reserved_mib:
+              description: Frame buffer the driver and firmware reserve, in MiB (NVML C(nvmlDeviceGetMemoryInfo_v2)
+                C(reserved), DCGM's C(DCGM_FI_DEV_FB_RESERVED); nvidia-smi's C(fb_memory_usage/reserved), printed
+                from driver 510); null where the source does not say (older drivers).
+              type: int
+              sample: 869
             memory_free_mib:
-              description: Free frame buffer in MiB (NVML C(nvmlDeviceGetMemoryInfo) C(free); C(fb_memory_usage/free)).
+              description: Free frame buffer in MiB (NVML C(nvmlDeviceGetMemoryInfo_v2) C(free); C(fb_memory_usage/free)).
+                With a reservation reported, total is about reserved + used + free (each rounded down to a MiB).
               type: int
-              sample: 80895
+              sample: 80999
             mig_mode:
               description: MIG mode, C(current) and C(pending) (true, false, or null where unsupported).
               type: dict
@@ -342,10 +356,26 @@ ansible_facts:
               type: int
               sample: 34
             power_draw_w:
-              description: Power draw in watts (the instant draw where printed, else the draw, else the average; NVML
-                field value C(NVML_FI_DEV_POWER_INSTANT), else C(nvmlDeviceGetPowerUsage)).
+              description: Board power draw in watts as C(nvmlDeviceGetPowerUsage) reads it, what DCGM exports as
+                C(DCGM_FI_DEV_POWER_USAGE) and nvidia-smi prints as C(power_draw) (C(power.draw)). nvml.h, on that
+                call, says it is averaged over 1 s on Ampere (except GA100) and newer GPUs, instantaneous on GA100
+                and older. Drivers from 570 print no C(power_draw) in C(-q -x); there it is C(average_power_draw),
+                or C(instant_power_draw) on a GPU without an average (nvml.h's rule above).
               type: float
-              sample: 61.52
+              sample: 67.03
+            power_draw_average_w:
+              description: Board power averaged over 1 s, in watts (NVML field value 185, C(NVML_FI_DEV_POWER_AVERAGE),
+                scope GPU; C(gpu_power_readings/average_power_draw), printed from driver 570). null where the source
+                does not say (GA100 and older GPUs, drivers before NVML 12.2, C(-q -x) of drivers before 570).
+              type: float
+              sample: 11.6
+            power_draw_instant_w:
+              description: Instantaneous board power in watts (NVML field value 186, C(NVML_FI_DEV_POWER_INSTANT),
+                DCGM's C(DCGM_FI_DEV_POWER_USAGE_INSTANT); C(gpu_power_readings/instant_power_draw), printed from
+                driver 570). null where the source does not say (drivers before NVML 12.2, C(-q -x) of drivers
+                before 570).
+              type: float
+              sample: 11.63
             clock_event_reasons_active:
               description: Active clock event (throttle) reasons, sorted, without the C(clocks_event_reason_) or
                 C(clocks_throttle_reason_) prefix (C(gpu_idle), C(sw_power_cap), C(hw_slowdown),

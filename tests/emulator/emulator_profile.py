@@ -84,6 +84,11 @@ NVLINK_REMOTE_SWITCH = 2
 NVML_NVLINK_MAX_LINKS = 18
 MIB = 1024 * 1024
 RESERVED_MIB = 512      # what the nvidia-smi emulator prints as fb_memory_usage/reserved
+# nvml.h (go-nvml gen/nvml/nvml.h at 2f9e261) on nvmlDeviceGetPowerUsage: "On Ampere (except GA100) or newer GPUs,
+# the API returns power averaged over 1 sec interval. On GA100 and older architectures, instantaneous power is
+# returned"; NVML_FI_DEV_POWER_AVERAGE (185) is "supported on Ampere (except GA100) or newer architectures".
+AVERAGING_ARCHITECTURES = ("ampere", "ada", "ada lovelace", "hopper", "blackwell")
+GA100_PRODUCTS = re.compile(r"\b(A100|A800|A30)\b")     # the products of the GA100 chip
 
 # The per-GPU keys of a profile, with their defaults (the shared contract of tests/emulator/profiles).
 GPU_DEFAULTS = {
@@ -101,6 +106,23 @@ GPU_DEFAULTS = {
 }
 # Names of MIG-capable products (nvmlDeviceGetMaxMigDeviceCount answers 7 for them, NOT_SUPPORTED otherwise).
 MIG_CAPABLE = re.compile(r"\b(A100|A800|A30|H100|H800|H200|H20|GH200|B200|GB200)\b")
+
+
+def power_readings(settings):
+    """(average, instant) power in W of one GPU, from its profile keys: ``power_draw_w`` is what
+    nvmlDeviceGetPowerUsage and nvidia-smi's power_draw read, so on a GPU that averages (AVERAGING_ARCHITECTURES, not
+    GA100) it is the 1 s average, and elsewhere the instant reading with no average (None). The optional
+    ``power_draw_instant_w`` (a planted spike) sets the instant reading of an averaging GPU apart; absent, the two
+    readings are equal (a steady load). A value None: not reported."""
+    draw = settings.get("power_draw_w")
+    averages = (str(settings.get("architecture") or "").lower() in AVERAGING_ARCHITECTURES
+                and not GA100_PRODUCTS.search(str(settings.get("name") or "")))
+    if not averages:
+        if settings.get("power_draw_instant_w") not in (None, draw):
+            raise ValueError("%s: power_draw_instant_w differs from power_draw_w on a GPU whose power draw is the "
+                             "instant reading" % settings.get("name"))
+        return None, draw
+    return draw, settings.get("power_draw_instant_w", draw)
 
 
 def pci_devices(profile):
@@ -399,9 +421,9 @@ def gpu_lines(profile, name, index, settings, topology, ends, faults):
         major, minor = str(settings["compute_capability"]).split(".")
         out.append("compute_capability %d %d" % (int(major), int(minor)))
     out.append("vbios_version %s" % _text(settings["vbios_version"], "vbios_version"))
-    # nvmlMemory_t.used counts the memory the driver reserves (nvidia-smi prints it apart as "Reserved")
-    used = RESERVED_MIB + (settings["memory_used_mib"] or 0)
-    out.append("memory %d %d" % (settings["memory_total_mib"] * MIB, used * MIB))
+    # total, reserved (nvidia-smi's fb_memory_usage/reserved) and allocated (its used), as nvmlMemory_v2_t has them
+    out.append("memory %d %d %d" % (settings["memory_total_mib"] * MIB, RESERVED_MIB * MIB,
+                                    (settings["memory_used_mib"] or 0) * MIB))
     out.append("persistence_mode daemon")   # the library reads it from the running nvidia-persistenced
     out.append("ecc_mode 1 1")
     if settings["compute_mode"] is not None:
@@ -428,6 +450,10 @@ def gpu_lines(profile, name, index, settings, topology, ends, faults):
                              ("power_draw_w", "power_usage_mw", 1000), ("temperature_c", "temperature_c", 1)):
         if settings[key] is not None:       # None: the call answers NOT_SUPPORTED (nvidia-smi prints N/A)
             out.append("%s %d" % (line, round(settings[key] * scale)))
+    average, instant = power_readings(settings)
+    for line, watts in (("power_average_mw", average), ("power_instant_mw", instant)):
+        if watts is not None:           # fields 185 and 186; the library answers them from driver 535
+            out.append("%s %d" % (line, round(watts * 1000)))
     if settings["clock_event_reasons"] is not None:
         reasons = 0
         for reason in settings["clock_event_reasons"]:

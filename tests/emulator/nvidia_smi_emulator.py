@@ -2,7 +2,11 @@
 
 It answers the subcommands gpufleet.node uses exactly as the real tool of the 535 branch prints them: ``-q -x``
 (DTD nvsmi_device_v12), ``topo -m``, ``nvlink -s``, ``-L``, ``--query-gpu=... --format=csv[,noheader][,nounits]``
-and ``--version``. Profiles are JSON files beside this one (``profiles/<name>.json``; their sources are in
+and ``--version``; where newer drivers print the frame buffer and power readings differently, ``-q -x`` follows
+the profile's ``driver_version`` (``<fb_memory_usage><reserved>`` from 510, ``<average_power_draw>`` and
+``<instant_power_draw>`` instead of ``<power_draw>`` from 570, as the real 570 and 590 captures print them; the
+optional per-GPU ``power_draw_instant_w`` plants an instant reading apart from the averaged ``power_draw_w``, see
+emulator_profile.power_readings). Profiles are JSON files beside this one (``profiles/<name>.json``; their sources are in
 ``profiles/SOURCES.md``); the topology matrix of each is a real capture.
 
 Configuration, read at every call:
@@ -436,9 +440,42 @@ def _pci(gpu):
     return children
 
 
-def gpu_element(gpu, persistence):
-    """The children of one <gpu> element, in the order the 535 branch prints them."""
+def driver_branch(version):
+    """The branch (major) of a driver version, 0 when it is not one."""
+    match = re.match(r"^(\d+)\.", str(version or ""))
+    return int(match.group(1)) if match else 0
+
+
+def fb_memory_usage_children(gpu, branch):
+    """<fb_memory_usage>: total, reserved (printed from driver 510, as NVML's nvmlMemory_v2_t came: the 515, 525,
+    535 and 570 captures have it, the 470 one and the v10 one not), used without it, free."""
     used = gpu["memory_used_mib"]
+    reserved = RESERVED_MIB if branch >= 510 else 0
+    children = [("total", "%d MiB" % gpu["memory_total_mib"])]
+    if branch >= 510:
+        children.append(("reserved", "%d MiB" % reserved))
+    return children + [
+        ("used", _na(used, "%d MiB")),
+        ("free", NA if used is None else "%d MiB" % (gpu["memory_total_mib"] - reserved - used)),
+    ]
+
+
+def power_draws(gpu, branch):
+    """The draws of <gpu_power_readings>: <power_draw> (nvmlDeviceGetPowerUsage) before driver 570, as the 535
+    capture prints it; from 570 <average_power_draw> and <instant_power_draw> instead (capture 64, driver 570.124.04,
+    and the 590 captures), the average N/A on a GPU without one (emulator_profile.power_readings)."""
+    if branch < 570:
+        return [("power_draw", _na(gpu["power_draw_w"], "%.2f W"))]
+    sys.path.insert(0, HERE)
+    import emulator_profile  # pylint: disable=import-outside-toplevel
+    average, instant = emulator_profile.power_readings(gpu)
+    return [("average_power_draw", _na(average, "%.2f W")), ("instant_power_draw", _na(instant, "%.2f W"))]
+
+
+def gpu_element(gpu, persistence, driver_version):
+    """The children of one <gpu> element, in the order the 535 branch prints them (and what newer drivers print
+    differently in the memory and power readings)."""
+    branch = driver_branch(driver_version)
     return [
         ("product_name", gpu["name"]),
         ("product_architecture", _na(gpu["architecture"])),
@@ -460,12 +497,7 @@ def gpu_element(gpu, persistence):
         ("pci", _pci(gpu)),
         ("performance_state", "P0"),
         ("clocks_event_reasons", _clock_event_reasons(gpu)),
-        ("fb_memory_usage", [
-            ("total", "%d MiB" % gpu["memory_total_mib"]),
-            ("reserved", "%d MiB" % RESERVED_MIB),
-            ("used", _na(used, "%d MiB")),
-            ("free", NA if used is None else "%d MiB" % (gpu["memory_total_mib"] - RESERVED_MIB - used)),
-        ]),
+        ("fb_memory_usage", fb_memory_usage_children(gpu, branch)),
         ("compute_mode", _na(gpu["compute_mode"])),
         ("utilization", [
             ("gpu_util", _na(gpu["utilization_gpu_pct"], "%d %%")),
@@ -487,7 +519,7 @@ def gpu_element(gpu, persistence):
         ("temperature", [("gpu_temp", _na(gpu["temperature_c"], "%d C"))]),
         ("gpu_power_readings", [
             ("power_state", "P0"),
-            ("power_draw", _na(gpu["power_draw_w"], "%.2f W")),
+        ] + power_draws(gpu, branch) + [
             ("current_power_limit", "%.2f W" % gpu["power_limit_w"]),
             ("requested_power_limit", "%.2f W" % gpu["power_limit_w"]),
             ("default_power_limit", "%.2f W" % gpu["default_power_limit_w"]),
@@ -537,7 +569,7 @@ def query_xml(profile, listed=None):
         if gpu["lost"]:
             continue
         lines.append('\t<gpu id="%s">' % gpu["bus_id"])
-        for tag, content in gpu_element(gpu, persistence):
+        for tag, content in gpu_element(gpu, persistence, profile["driver_version"]):
             lines += xml_lines(tag, content, 2)
         lines.append("\t</gpu>")
     lines.append("</nvidia_smi_log>")

@@ -2,7 +2,7 @@
 
 ``differences(nvml_facts, smi_facts)`` lists every fact the NVML backend and the nvidia-smi backend both report
 and report differently, as ``"path: nvml=... nvidia_smi=..."``. Left out, because only one side can know them:
-the NVML-only fields (``compute_capability``, each link's ``remote_pci_bus_id`` and ``remote_device_type``,
+the NVML-only fields (``compute_capability``, the average and instant power before driver 570, each link's ``remote_pci_bus_id`` and ``remote_device_type``,
 ``topology.p2p``, ``nvml_version``), what only nvidia-smi sees (``topology.nics`` and ``topology.gpu_nic``:
 NVML does not see NICs), and what says how the facts were read (``source``, ``timings``, the paths, ``errors``).
 With ``strict`` (the default, for emulated hardware where both sides read the same profile) a None against a
@@ -14,6 +14,9 @@ IGNORED_TOP = ("source", "timings", "nvidia_smi", "nvml_library", "nvml_missing"
 IGNORED_TOPOLOGY = ("nics", "gpu_nic", "p2p")
 NVML_ONLY_DEVICE = ("compute_capability",)
 NVML_ONLY_LINK = ("remote_pci_bus_id", "remote_device_type")
+# NVML has answered these since driver 535 (field values 185 and 186, nvml.h of NVML 12.2); nvidia-smi -q -x prints
+# them only from driver 570 (<average_power_draw>, <instant_power_draw>; the 535 capture has <power_draw> alone).
+NVML_ONLY_BEFORE_570 = ("power_draw_average_w", "power_draw_instant_w")
 
 
 def _walk(path, first, second, found, strict):
@@ -40,10 +43,21 @@ def _walk(path, first, second, found, strict):
         found.append("%s: nvml=%r nvidia_smi=%r" % (path, first, second))
 
 
+def _branch(version):
+    try:
+        return int(str(version).split(".", 1)[0])
+    except ValueError:
+        return None
+
+
 def comparable(facts):
     """A copy of the facts without what only one backend can report."""
+    only_nvml = NVML_ONLY_DEVICE
+    branch = _branch(facts.get("driver_version"))
+    if branch is not None and branch < 570:
+        only_nvml += NVML_ONLY_BEFORE_570
     facts = dict((key, value) for key, value in facts.items() if key not in IGNORED_TOP)
-    facts["devices"] = [dict((key, value) for key, value in device.items() if key not in NVML_ONLY_DEVICE)
+    facts["devices"] = [dict((key, value) for key, value in device.items() if key not in only_nvml)
                         for device in facts.get("devices", [])]
     topology = dict((key, value) for key, value in facts.get("topology", {}).items() if key not in IGNORED_TOPOLOGY)
     # A GPU whose links are all down: nvidia-smi prints one line instead of its links, NVML still lists them.

@@ -9,7 +9,9 @@
  * NVML_FI_DEV_DRAIN_AND_RESET_STATUS (227) and NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (230), and the health calls of
  * newer drivers: nvmlDeviceGetGpuFabricInfoV (nvmlGpuFabricInfo_v2_t/_v3_t, NVML_GPU_FABRIC_HEALTH_*),
  * nvmlDeviceGetRowRemapperHistogram, nvmlDeviceGetSramEccErrorStatus (nvmlEccSramErrorStatus_v1_t) and
- * nvmlDeviceGetRepairStatus (nvmlRepairStatus_v1_t). The declarations below
+ * nvmlDeviceGetRepairStatus (nvmlRepairStatus_v1_t); nvmlDeviceGetMemoryInfo_v2 (nvmlMemory_v2_t, from NVML 11.6)
+ * and the power field ids NVML_FI_DEV_POWER_AVERAGE (185) and NVML_FI_DEV_POWER_INSTANT (186), from NVML 12.2,
+ * which DCGM reads for DCGM_FI_DEV_FB_USED/_RESERVED and DCGM_FI_DEV_POWER_USAGE_INSTANT. The declarations below
  * are written from those facts; nvml.h itself is not included.
  *
  * What it answers comes from a flat file rendered by tests/emulator/emulator_profile.py from a hardware profile
@@ -113,6 +115,8 @@ typedef unsigned char nvmlGpuFabricState_t;
 #define NVML_FI_DEV_REMAPPED_PENDING 144
 #define NVML_FI_DEV_REMAPPED_FAILURE 145
 #define NVML_FI_DEV_NVLINK_GET_SPEED 164
+#define NVML_FI_DEV_POWER_AVERAGE 185
+#define NVML_FI_DEV_POWER_INSTANT 186
 #define NVML_FI_DEV_RESET_STATUS 226
 #define NVML_FI_DEV_DRAIN_AND_RESET_STATUS 227
 #define NVML_FI_DEV_GET_GPU_RECOVERY_ACTION 230
@@ -132,6 +136,16 @@ typedef struct nvmlMemory_st {
     unsigned long long free;
     unsigned long long used;
 } nvmlMemory_t;
+
+/* nvmlMemory_v2_t (nvmlDeviceGetMemoryInfo_v2, from NVML 11.6 of driver 510): used is the allocated memory without
+ * reserved; nvmlMemory_t's used is the "Sum of Reserved and Allocated device memory". */
+typedef struct nvmlMemory_v2_st {
+    unsigned int version;
+    unsigned long long total;
+    unsigned long long reserved;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_v2_t;
 
 typedef struct nvmlDeviceAttributes_st {
     unsigned int multiprocessorCount;
@@ -245,7 +259,7 @@ struct nvmlDevice_st {
     char name[96], uuid[96], serial[32], bus_id[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE], vbios[32];
     unsigned int pci_device_id, minor_number, module_id, architecture, compute_mode;
     int has_module_id, has_cc, cc_major, cc_minor, mig_max_devices;
-    unsigned long long memory_total, memory_used;
+    unsigned long long memory_total, memory_reserved, memory_used;
     int ecc_current, ecc_pending;
     int has_ecc[2][2][8];
     unsigned long long ecc[2][2][8];
@@ -254,7 +268,9 @@ struct nvmlDevice_st {
     int has_remapped;
     unsigned int remapped[4];
     unsigned int pcie[4], replay_counter;
-    unsigned int power_limit_mw, power_usage_mw, temperature_c, util_gpu, util_memory, nvlink_speed_mbps;
+    unsigned int power_limit_mw, power_usage_mw, power_average_mw, power_instant_mw;
+    unsigned int temperature_c, util_gpu, util_memory, nvlink_speed_mbps;
+    int has_power_average, has_power_instant;
     unsigned long long clocks_event_reasons;
     int has_architecture, has_compute_mode, has_replay, has_power_limit, has_power_usage, has_temperature;
     int has_clocks, has_utilization, has_retired;
@@ -440,7 +456,8 @@ static int parse_line(const char *key, const char *value, struct nvmlDevice_st *
     if (strcmp(key, "compute_capability") == 0)
         return (d->has_cc = sscanf(value, "%d %d", &d->cc_major, &d->cc_minor) == 2) ? 0 : -1;
     if (strcmp(key, "memory") == 0)
-        return sscanf(value, "%llu %llu", &d->memory_total, &d->memory_used) == 2 ? 0 : -1;
+        return sscanf(value, "%llu %llu %llu%n", &d->memory_total, &d->memory_reserved, &d->memory_used, &n) == 3
+               && !value[n] && d->memory_reserved + d->memory_used <= d->memory_total ? 0 : -1;
     if (strcmp(key, "persistence_mode") == 0)
         return strcmp(value, "daemon") == 0 ? 0 : -1;
     if (strcmp(key, "ecc_mode") == 0)
@@ -476,6 +493,10 @@ static int parse_line(const char *key, const char *value, struct nvmlDevice_st *
         return (d->has_power_limit = sscanf(value, "%u", &d->power_limit_mw) == 1) ? 0 : -1;
     if (strcmp(key, "power_usage_mw") == 0)
         return (d->has_power_usage = sscanf(value, "%u", &d->power_usage_mw) == 1) ? 0 : -1;
+    if (strcmp(key, "power_average_mw") == 0)
+        return (d->has_power_average = sscanf(value, "%u", &d->power_average_mw) == 1) ? 0 : -1;
+    if (strcmp(key, "power_instant_mw") == 0)
+        return (d->has_power_instant = sscanf(value, "%u", &d->power_instant_mw) == 1) ? 0 : -1;
     if (strcmp(key, "temperature_c") == 0)
         return (d->has_temperature = sscanf(value, "%u", &d->temperature_c) == 1) ? 0 : -1;
     if (strcmp(key, "clocks_event_reasons") == 0)
@@ -839,14 +860,38 @@ EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(struct nvmlDevice_st *dev
     return NVML_SUCCESS;
 }
 
+/* The driver branch of the profile (driver_version's major), 0 when unknown. */
+static int driver_branch(void)
+{
+    return atoi(driver_version);
+}
+
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(struct nvmlDevice_st *device, nvmlMemory_t *memory)
 {
     DEVICE(device, d);
     if (!memory)
         return NVML_ERROR_INVALID_ARGUMENT;
     memory->total = d->memory_total;
+    memory->used = d->memory_reserved + d->memory_used;
+    memory->free = d->memory_total - memory->used;
+    return NVML_SUCCESS;
+}
+
+/* From driver 510 (NVML 11.6, the first nvml.h with it; DCGM calls it from 510): a library before has no such
+ * symbol, which the one fake library answers with NVML_ERROR_FUNCTION_NOT_FOUND. */
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(struct nvmlDevice_st *device, nvmlMemory_v2_t *memory)
+{
+    DEVICE(device, d);
+    if (driver_branch() < 510)
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    if (!memory)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (memory->version != NVML_STRUCT_VERSION(nvmlMemory_v2_t, 2))
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    memory->total = d->memory_total;
+    memory->reserved = d->memory_reserved;
     memory->used = d->memory_used;
-    memory->free = d->memory_total - d->memory_used;
+    memory->free = d->memory_total - d->memory_reserved - d->memory_used;
     return NVML_SUCCESS;
 }
 
@@ -1421,6 +1466,16 @@ static void field_value(struct nvmlDevice_st *d, nvmlFieldValue_t *field)
     case NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:   /* only where the profile gives one (570 capture); 535: NOT_SUPPORTED */
         known = d->has_recovery_action;
         field->value.uiVal = d->recovery_action;
+        break;
+    /* Power in mW, scope 0 the GPU (1, the module with a Grace CPU, is not emulated); field ids from nvml.h of NVML
+     * 12.2 (driver 535): an older driver does not know them. The average only on GPUs that have one (the profile). */
+    case NVML_FI_DEV_POWER_AVERAGE:
+        known = d->has_power_average && field->scopeId == 0 && driver_branch() >= 535;
+        field->value.uiVal = d->power_average_mw;
+        break;
+    case NVML_FI_DEV_POWER_INSTANT:
+        known = d->has_power_instant && field->scopeId == 0 && driver_branch() >= 535;
+        field->value.uiVal = d->power_instant_mw;
         break;
     case NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON:
         known = d->links > 0 && d->nvlink_speed_mbps > 0;

@@ -169,6 +169,53 @@ def test_xml_values_equal_the_profile(smi, profile):
             assert histogram is None
 
 
+CAPTURE_570 = (ROOT / "tests" / "unit" / "plugins" / "module_utils" / "fixtures" / "nvidia-smi"
+               / "64-rtx-3060-570-v12-platforminfo-xml" / "q-x.xml")
+
+
+def test_memory_and_power_readings_as_the_profiles_driver_prints_them(smi):
+    """From driver 570 <gpu_power_readings> holds <average_power_draw> and <instant_power_draw> and no <power_draw>,
+    in the order of the real 570.124.04 capture (64); the 535 branch prints <power_draw> alone (the A100 capture).
+    <fb_memory_usage> prints reserved apart from used, total = reserved + used + free. A planted spike shows in the
+    instant reading only."""
+    real = ET.parse(str(CAPTURE_570)).getroot().find("gpu/gpu_power_readings")
+    smi.faults({"gpus": {"1": {"power_draw_instant_w": 612.5, "memory_used_mib": 1000}}})
+    data = profile_data("hgx-b200-8gpu")
+    assert data["driver_version"].startswith("580.")
+    _root, gpus = xml_gpus(smi("hgx-b200-8gpu", "-q", "-x"))
+    for index, gpu in enumerate(gpus.values()):
+        values = dict(data["gpu"], **data.get("per_gpu", {}).get(str(index), {}))
+        readings = gpu.find("gpu_power_readings")
+        assert [child.tag for child in readings] == [child.tag for child in real]
+        assert readings.findtext("average_power_draw") == "%.2f W" % values["power_draw_w"]
+        assert readings.findtext("instant_power_draw") == ("612.50 W" if index == 1 else "%.2f W" % values["power_draw_w"])
+        used = 1000 if index == 1 else values.get("memory_used_mib", 0)
+        assert [(child.tag, child.text) for child in gpu.find("fb_memory_usage")] == [
+            ("total", "%d MiB" % values["memory_total_mib"]), ("reserved", "512 MiB"), ("used", "%d MiB" % used),
+            ("free", "%d MiB" % (values["memory_total_mib"] - 512 - used))]
+    old = ET.parse(str(CAPTURE_535)).getroot().find("gpu/gpu_power_readings")
+    _root, gpus = xml_gpus(smi("hgx-h100-8gpu", "-q", "-x"))
+    for gpu in gpus.values():
+        assert [child.tag for child in gpu.find("gpu_power_readings")] == [child.tag for child in old]
+        assert gpu.findtext("gpu_power_readings/power_draw") == "68.00 W"
+
+
+def test_a_gpu_without_an_average_prints_it_na_from_570():
+    """nvml.h: NVML_FI_DEV_POWER_AVERAGE is "supported on Ampere (except GA100) or newer": an A100 on a 570+ driver
+    prints N/A for it, its draw the instant one; before 570 only <power_draw>; no reserved before 510."""
+    sys.path.insert(0, str(EMULATOR.parent))
+    import nvidia_smi_emulator  # pylint: disable=import-outside-toplevel,import-error
+    a100 = {"power_draw_w": 250.0, "architecture": "Ampere", "name": "NVIDIA A100-SXM4-80GB"}
+    assert nvidia_smi_emulator.power_draws(a100, 580) == [("average_power_draw", "N/A"),
+                                                          ("instant_power_draw", "250.00 W")]
+    assert nvidia_smi_emulator.power_draws(a100, 535) == [("power_draw", "250.00 W")]
+    l40s = {"power_draw_w": 88.5, "architecture": "Ada Lovelace", "name": "NVIDIA L40S"}
+    assert nvidia_smi_emulator.power_draws(l40s, 570) == [("average_power_draw", "88.50 W"),
+                                                          ("instant_power_draw", "88.50 W")]
+    assert [tag for tag, _text in nvidia_smi_emulator.fb_memory_usage_children(
+        {"memory_total_mib": 4096, "memory_used_mib": 42}, 470)] == ["total", "used", "free"]
+
+
 def test_h100_fabric_is_completed_and_a100_fabric_is_not_reported(smi):
     """HGX H100 with its fabric manager done: State Completed, Status Success; an HGX A100 prints N/A there
     (bottlerocket-os/bottlerocket pull 3873, a p4d)."""

@@ -733,3 +733,77 @@ def test_mig_hides_the_remapped_rows(nvml):
     assert [slot[0] for slot in nvml.fields(nvml.handle(2), [(142, 0), (143, 0), (144, 0), (145, 0)])] == [NOT_SUPPORTED] * 4
     histogram = (ctypes.c_uint * 5)()
     assert nvml.nvmlDeviceGetRowRemapperHistogram(nvml.handle(2), histogram) == NOT_SUPPORTED
+
+
+# --- memory and power as DCGM reads them (nvml.h: nvmlMemory_v2_t, NVML_FI_DEV_POWER_AVERAGE/INSTANT) ------------
+
+class MemoryV2(ctypes.Structure):
+    """nvmlMemory_v2_t: version, total, reserved, free, used (nvml.h at 2f9e261; from NVML 11.6, driver 510)."""
+    _fields_ = [("version", ctypes.c_uint), ("total", ctypes.c_ulonglong), ("reserved", ctypes.c_ulonglong),
+                ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+MIB = 1024 * 1024
+
+
+def with_driver(name, driver):
+    return dict(emulator_profile.load_profile(name), driver_version=driver)
+
+
+def test_memory_info_v2_keeps_the_reserved_memory_apart(nvml):
+    """nvmlDeviceGetMemoryInfo_v2 answers total, reserved (the 512 MiB the nvidia-smi emulator prints) and the
+    allocated memory apart; nvmlMemory_t's used is their sum ("Sum of Reserved and Allocated device memory"); a wrong
+    version word is ARGUMENT_VERSION_MISMATCH, as for the other versioned structs."""
+    assert ctypes.sizeof(MemoryV2) == 40
+    nvml.use_profile("hgx-h100-8gpu", {"gpus": {"1": {"memory_used_mib": 30000}}})
+    assert nvml.nvmlInit_v2() == SUCCESS
+    memory = MemoryV2(version=struct_version(MemoryV2, 2))
+    assert nvml.nvmlDeviceGetMemoryInfo_v2(nvml.handle(1), ctypes.byref(memory)) == SUCCESS
+    assert (memory.total, memory.reserved, memory.used, memory.free) == (
+        81559 * MIB, 512 * MIB, 30000 * MIB, (81559 - 512 - 30000) * MIB)
+    older = Memory()
+    assert nvml.nvmlDeviceGetMemoryInfo(nvml.handle(1), ctypes.byref(older)) == SUCCESS
+    assert (older.total, older.used, older.free) == (81559 * MIB, 30512 * MIB, (81559 - 30512) * MIB)
+    memory.version = struct_version(MemoryV2, 1)
+    assert nvml.nvmlDeviceGetMemoryInfo_v2(nvml.handle(1), ctypes.byref(memory)) == ARGUMENT_VERSION_MISMATCH
+
+
+def test_memory_info_v2_is_missing_before_driver_510(nvml):
+    nvml.use_profile("hgx-h100-8gpu", profile=with_driver("hgx-h100-8gpu", "470.256.02"))
+    assert nvml.nvmlInit_v2() == SUCCESS
+    memory = MemoryV2(version=struct_version(MemoryV2, 2))
+    assert nvml.nvmlDeviceGetMemoryInfo_v2(nvml.handle(0), ctypes.byref(memory)) == FUNCTION_NOT_FOUND
+    older = Memory()
+    assert nvml.nvmlDeviceGetMemoryInfo(nvml.handle(0), ctypes.byref(older)) == SUCCESS and older.used == 512 * MIB
+
+
+def test_power_fields_where_the_driver_and_the_gpu_have_them(nvml):
+    """Fields 185 (average, "Ampere (except GA100) or newer") and 186 (instant, "all architectures"), scope 0, from
+    the 535 driver's NVML 12.2: an H100 answers both and nvmlDeviceGetPowerUsage is its average; a planted spike moves
+    the instant reading only; an A100 (GA100) answers 186 only; scope 1 (the module) is not emulated; a 525 driver
+    knows neither field."""
+    nvml.use_profile("hgx-h100-8gpu", {"gpus": {"1": {"power_draw_instant_w": 612.5}}})
+    assert nvml.nvmlInit_v2() == SUCCESS
+    assert nvml.fields(nvml.handle(0), [(185, 0), (186, 0), (186, 1)]) == [
+        (SUCCESS, 1, 68000), (SUCCESS, 1, 68000), (NOT_SUPPORTED, 1, 0)]
+    assert nvml.fields(nvml.handle(1), [(185, 0), (186, 0)]) == [(SUCCESS, 1, 68000), (SUCCESS, 1, 612500)]
+    assert nvml.uint("nvmlDeviceGetPowerUsage", nvml.handle(1)) == 68000
+    while nvml.lib.nvmlShutdown() == SUCCESS:
+        pass
+    nvml.use_profile("hgx-a100-8gpu")
+    assert nvml.nvmlInit_v2() == SUCCESS
+    assert nvml.fields(nvml.handle(0), [(185, 0), (186, 0)]) == [(NOT_SUPPORTED, 1, 0), (SUCCESS, 1, 60000)]
+    while nvml.lib.nvmlShutdown() == SUCCESS:
+        pass
+    nvml.use_profile("hgx-h100-8gpu", profile=with_driver("hgx-h100-8gpu", "525.147.05"))
+    assert nvml.nvmlInit_v2() == SUCCESS
+    assert nvml.fields(nvml.handle(0), [(185, 0), (186, 0)]) == [(NOT_SUPPORTED, 1, 0), (NOT_SUPPORTED, 1, 0)]
+    assert nvml.uint("nvmlDeviceGetPowerUsage", nvml.handle(0)) == 68000
+
+
+def test_renderer_refuses_an_instant_spike_where_the_draw_is_the_instant_reading():
+    """On GA100 (and older GPUs) nvmlDeviceGetPowerUsage is the instant reading itself (nvml.h): a different
+    power_draw_instant_w there would make the stand-ins contradict each other."""
+    with pytest.raises(ValueError, match="power_draw_instant_w"):
+        emulator_profile.render_nvml_conf(emulator_profile.load_profile("hgx-a100-8gpu"), "hgx-a100-8gpu",
+                                          {"gpus": {"0": {"power_draw_instant_w": 400.0}}})

@@ -28,9 +28,9 @@ def test_values_equal_the_emulated_hardware(scrape, hardware):
         assert of_gpu(metrics, "DCGM_FI_DEV_POWER_USAGE", index)[1] == pytest.approx(float(row["power.draw"]), abs=0.01)
         assert of_gpu(metrics, "DCGM_FI_DEV_ENFORCED_POWER_LIMIT", index)[1] == pytest.approx(
             float(row["enforced.power.limit"]), abs=0.01)
-        # used (driver-reserved memory included) and free make up the frame buffer
-        assert (of_gpu(metrics, "DCGM_FI_DEV_FB_USED", index)[1] + of_gpu(metrics, "DCGM_FI_DEV_FB_FREE", index)[1]
-                == int(row["memory.total"]))
+        # as DCGM reads nvmlMemory_v2_t: used (without the reserved memory), reserved and free make up the frame buffer
+        assert (of_gpu(metrics, "DCGM_FI_DEV_FB_USED", index)[1] + of_gpu(metrics, "DCGM_FI_DEV_FB_RESERVED", index)[1]
+                + of_gpu(metrics, "DCGM_FI_DEV_FB_FREE", index)[1] == int(row["memory.total"]))
         assert of_gpu(metrics, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", index)[1] == int(row["clocks_event_reasons.active"], 16)
         assert of_gpu(metrics, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", index)[1] == int(row["ecc.errors.uncorrected.volatile.total"])
         assert of_gpu(metrics, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", index)[1] == int(row["ecc.errors.corrected.volatile.total"])

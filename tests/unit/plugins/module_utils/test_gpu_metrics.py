@@ -28,11 +28,13 @@ COLLECTOR = ROOT / "roles" / "gpu_monitoring" / "files" / "gpufleet-gpu-metrics.
 # - dcgm-exporter etc/default-counters.csv and etc/dcp-metrics-included.csv (lines "FIELD, type, help"; the
 #   commented ones too, which users enable by removing the '#');
 # - the rest from DCGM's field list (go-dcgm pkg/dcgm/const_fields.go): 112 DCGM_FI_DEV_CLOCKS_EVENT_REASONS,
-#   164 DCGM_FI_DEV_ENFORCED_POWER_LIMIT, 396 DCGM_FI_DEV_ROW_REMAP_PENDING.
+#   164 DCGM_FI_DEV_ENFORCED_POWER_LIMIT, 396 DCGM_FI_DEV_ROW_REMAP_PENDING, 157 DCGM_FI_DEV_POWER_USAGE_INSTANT.
 DCGM_SOURCES = {
     "DCGM_FI_DEV_GPU_UTIL": "gauge",                       # default-counters.csv
     "DCGM_FI_DEV_FB_USED": "gauge",                        # default-counters.csv
     "DCGM_FI_DEV_FB_FREE": "gauge",                        # default-counters.csv
+    "DCGM_FI_DEV_FB_RESERVED": "gauge",                    # default-counters.csv
+    "DCGM_FI_DEV_POWER_USAGE_INSTANT": "gauge",            # const_fields.go 157, dcgm_fields.h's description
     "DCGM_FI_DEV_GPU_TEMP": "gauge",                       # default-counters.csv
     "DCGM_FI_DEV_POWER_USAGE": "gauge",                    # default-counters.csv
     "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": "counter",          # default-counters.csv
@@ -132,6 +134,29 @@ def test_values_are_the_facts():
     assert value(samples, "DCGM_FI_DEV_FB_USED", 0) == 512 and value(samples, "DCGM_FI_DEV_FB_FREE", 0) == 80000
     assert value(samples, "DCGM_FI_DEV_ROW_REMAP_PENDING", 0) == 0
     assert samples[("gpufleet_gpu_facts_ok", (("state", "ok"), ("source", "nvml")))] == 1
+
+
+def test_memory_and_power_as_dcgm_exports_them():
+    """DCGM_FI_DEV_FB_USED is nvmlMemory_v2_t's used, without the reserved memory, which is DCGM_FI_DEV_FB_RESERVED
+    (DcgmCacheManager.cpp reads nvmlDeviceGetMemoryInfo_v2 from driver 510); DCGM_FI_DEV_POWER_USAGE is
+    nvmlDeviceGetPowerUsage (power_draw_w, the 1 s average on Ampere except GA100 and newer) and
+    DCGM_FI_DEV_POWER_USAGE_INSTANT field 186 (power_draw_instant_w). The values of the A100 capture (31: reserved
+    869, used 50, free 80999 MiB) and of an RTX 3090 on 590 (66: average 35.06 W, instant 35.15 W)."""
+    gpu = device(0, memory_reserved_mib=869, memory_used_mib=50, memory_free_mib=80999, power_draw_w=35.06,
+                 power_draw_average_w=35.06, power_draw_instant_w=35.15)
+    samples = parse(gpu_metrics.render(facts([gpu])))
+    assert [value(samples, name, 0) for name in ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_RESERVED",
+                                                 "DCGM_FI_DEV_FB_FREE")] == [50, 869, 80999]
+    assert value(samples, "DCGM_FI_DEV_POWER_USAGE", 0) == 35.06
+    assert value(samples, "DCGM_FI_DEV_POWER_USAGE_INSTANT", 0) == 35.15
+    # a driver before 510 (no reserved) and -q -x before 570 (no instant reading): no sample, never a 0
+    older = parse(gpu_metrics.render(facts([device(0, memory_reserved_mib=None, memory_used_mib=42,
+                                                   power_draw_instant_w=None)])))
+    assert value(older, "DCGM_FI_DEV_FB_USED", 0) == 42
+    assert value(older, "DCGM_FI_DEV_FB_RESERVED", 0) is None and value(older, "DCGM_FI_DEV_POWER_USAGE_INSTANT", 0) is None
+    text = gpu_metrics.render(facts([device(0)]))
+    assert "DCGM_FI_DEV_FB_RESERVED" not in text and "DCGM_FI_DEV_POWER_USAGE_INSTANT" not in text
+    assert "# HELP DCGM_FI_DEV_FB_USED Framebuffer memory used (in MiB).\n" in text    # default-counters.csv
 
 
 def test_an_unknown_value_gets_no_sample_never_a_zero():
@@ -238,11 +263,21 @@ FAULTS = {"inactive_links": [[0, 2]], "all_links_inactive": [3],
           "gpus": {"1": {"ecc_dram_uncorrectable_volatile": 2, "temperature_c": 91}}}
 
 
-@pytest.mark.parametrize("profile, faults", [("hgx-h100-8gpu", None), ("pcie-4gpu", None), ("hgx-h100-8gpu", FAULTS)])
+def without_family(text, name):
+    return "".join(line + "\n" for line in text.splitlines()
+                   if not re.match(r"^(# (HELP|TYPE) )?%s[ {]" % re.escape(name), line))
+
+
+@pytest.mark.parametrize("profile, faults", [("hgx-h100-8gpu", None), ("pcie-4gpu", None), ("hgx-h100-8gpu", FAULTS),
+                                             ("hgx-b200-8gpu", None)])
 def test_both_backends_give_the_same_metrics(both_backends, profile, faults):
     nvml_facts, smi_facts = both_backends(profile, faults)
     nvml_text = gpu_metrics.render(nvml_facts, hostname="n")
     smi_text = gpu_metrics.render(smi_facts, hostname="n")
+    if not smi_facts["driver_version"].startswith(("570.", "575.", "580.", "590.", "595.")):
+        # -q -x prints the instant reading from driver 570 only; NVML has field 186 from 535
+        assert "DCGM_FI_DEV_POWER_USAGE_INSTANT" in nvml_text and "DCGM_FI_DEV_POWER_USAGE_INSTANT" not in smi_text
+        nvml_text = without_family(nvml_text, "DCGM_FI_DEV_POWER_USAGE_INSTANT")
     strip = re.compile(r'(gpufleet_gpu_facts_ok\{state="[^"]*"),source="[^"]*"')
     assert strip.sub(r"\1", nvml_text) == strip.sub(r"\1", smi_text)
     samples = parse(nvml_text)
@@ -261,12 +296,9 @@ COLLECTOR_HOSTNAMES = [({"hostname_label": False, "hostname": "ignored"}, None),
                        ({"hostname_label": True, "hostname": ""}, socket.gethostname())]
 
 
-@pytest.mark.parametrize("hostname_settings, label", COLLECTOR_HOSTNAMES, ids=["no-label", "given", "own"])
-def test_the_collector_runs_without_ansible(both_backends, tmp_path, hostname_settings, label):
-    """The role's collector, laid out as the role installs it (namespace packages), run by a Python without Ansible: gathers with the
-    collection's code, judges with the health gates (ansible.errors stood in for) and writes the file, every
-    sample's Hostname label the one the settings say."""
-    both_backends("pcie-4gpu", {"gpus": {"2": {"temperature_c": 88}}})
+def run_collector(tmp_path, settings_values, env_values=None):
+    """The role's collector, laid out as the role installs it (namespace packages), run by a Python without Ansible
+    on the emulated node both_backends set up; returns the samples it wrote."""
     lib = tmp_path / "lib"
     node = lib / "ansible_collections" / "gpufleet" / "node"
     for package in (node / "plugins" / "module_utils", node / "plugins" / "filter"):
@@ -279,20 +311,48 @@ def test_the_collector_runs_without_ansible(both_backends, tmp_path, hostname_se
     textfile.parent.mkdir()
     settings = tmp_path / "gpu-metrics.json"
     settings.write_text(json.dumps(dict({"backend": "nvidia_smi", "timeout_s": 10, "textfile": str(textfile),
-                                         "persistence_expected": True, "health_thresholds": {}}, **hostname_settings)))
+                                         "persistence_expected": True, "health_thresholds": {}}, **settings_values)))
     bindir = tmp_path / "bin"
     bindir.mkdir()
     shutil.copy(tmp_path / "nvidia-smi", bindir / "nvidia-smi")
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-    env = dict(os.environ, PATH="%s:%s" % (bindir, os.environ.get("PATH", "")))
+    env = dict(os.environ, PATH="%s:%s" % (bindir, os.environ.get("PATH", "")), **(env_values or {}))
     env.pop("PYTHONPATH", None)
     done = subprocess.run([python, "-I", str(lib / COLLECTOR.name), str(settings)], env=env, capture_output=True,
                           text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
-    samples = parse(textfile.read_text())
+    assert sorted(path.name for path in textfile.parent.iterdir()) == ["gpufleet-gpu.prom"]
+    return parse(textfile.read_text())
+
+
+@pytest.mark.parametrize("hostname_settings, label", COLLECTOR_HOSTNAMES, ids=["no-label", "given", "own"])
+def test_the_collector_runs_without_ansible(both_backends, tmp_path, hostname_settings, label):
+    """The role's collector run by a Python without Ansible: gathers with the collection's code, judges with the
+    health gates (ansible.errors stood in for) and writes the file, every sample's Hostname label the one the
+    settings say."""
+    both_backends("pcie-4gpu", {"gpus": {"2": {"temperature_c": 88}}})
+    samples = run_collector(tmp_path, hostname_settings)
     assert value(samples, "DCGM_FI_DEV_GPU_TEMP", 2) == 88
     hostname = (("Hostname", label),) if label else ()
     assert samples[("gpufleet_gpu_facts_ok", (("state", "ok"), ("source", "nvidia_smi")) + hostname)] == 1
     assert ("gpufleet_node_healthy", hostname) in samples
     assert all(dict(labels).get("Hostname") == label for _name, labels in samples)
-    assert sorted(path.name for path in textfile.parent.iterdir()) == ["gpufleet-gpu.prom"]
+
+
+@pytest.mark.parametrize("backend", ["nvml", "nvidia_smi"])
+def test_the_collector_exports_memory_and_power_as_dcgm(both_backends, fake_nvml_library, tmp_path, backend):
+    """On an emulated HGX B200 (driver 580) with a power spike and an allocation planted on GPU 1, the collector, by
+    either backend, exports FB_USED without the 512 MiB the driver reserves, FB_RESERVED apart, POWER_USAGE the
+    averaged reading and POWER_USAGE_INSTANT the spike, as DCGM reads them."""
+    both_backends("hgx-b200-8gpu", {"gpus": {"1": {"power_draw_instant_w": 612.5, "memory_used_mib": 30000}}})
+    truth = json.loads((EMULATION / "profiles" / "hgx-b200-8gpu.json").read_text(encoding="utf-8"))
+    total = dict(truth["gpu"], **truth.get("per_gpu", {}).get("1", {}))["memory_total_mib"]
+    average = dict(truth["gpu"], **truth.get("per_gpu", {}).get("1", {}))["power_draw_w"]
+    samples = run_collector(tmp_path, {"backend": backend, "hostname_label": False},
+                            {"LD_LIBRARY_PATH": os.path.dirname(fake_nvml_library)})
+    assert samples[("gpufleet_gpu_facts_ok", (("state", "ok"), ("source", backend)))] == 1
+    assert [value(samples, name, 1) for name in ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_RESERVED",
+                                                 "DCGM_FI_DEV_FB_FREE")] == [30000, 512, total - 512 - 30000]
+    assert value(samples, "DCGM_FI_DEV_POWER_USAGE", 1) == pytest.approx(average)
+    assert value(samples, "DCGM_FI_DEV_POWER_USAGE_INSTANT", 1) == 612.5
+    assert value(samples, "DCGM_FI_DEV_POWER_USAGE_INSTANT", 0) == pytest.approx(average)

@@ -407,6 +407,7 @@ def test_no_value_words_are_none(word):
     gpu = only_gpu(text)
     assert gpu["temperature_c"] is None
     assert gpu["power_draw_w"] is None
+    assert gpu["power_draw_average_w"] is None and gpu["power_draw_instant_w"] is None
     assert gpu["power_limit_w"] is None
     assert gpu["compute_mode"] is None
     assert gpu["architecture"] is None
@@ -418,21 +419,39 @@ def test_values_not_of_their_form_are_none():
     text = capture("66", "q-x.xml")
     text = replace_once(text, "<gpu_temp>32 C<", "<gpu_temp>32.5 C<")
     text = replace_once(text, "<replay_counter>0<", "<replay_counter>0x10<")
-    text = replace_once(text, "<instant_power_draw>35.15 W<", "<instant_power_draw>35.15 W 7<")
+    text = replace_once(text, "<average_power_draw>35.06 W<", "<average_power_draw>35.06 W 7<")
     gpu = only_gpu(text)
     assert gpu["temperature_c"] is None
     assert gpu["pcie"]["replay_counter"] is None
-    # The instant draw is printed but not readable: unknown, rather than another reading put in its place.
-    assert gpu["power_draw_w"] is None
+    # The average is printed but not readable: unknown, rather than the instant reading put in its place.
+    assert gpu["power_draw_w"] is None and gpu["power_draw_average_w"] is None
+    assert gpu["power_draw_instant_w"] == 35.15
 
 
-def test_power_draw_prefers_instant_then_draw_then_average():
+def test_power_draw_is_what_nvml_power_usage_reads():
+    """power_draw_w is nvmlDeviceGetPowerUsage's reading (DCGM_FI_DEV_POWER_USAGE): <power_draw> before driver 570;
+    from 570, which prints <average_power_draw> and <instant_power_draw> instead (an RTX 3090, GA102, on 590:
+    35.06 W and 35.15 W), the average, as nvml.h says the call returns on Ampere except GA100 and newer; the
+    instant one on a GPU without an average (N/A: GA100 and older, where the call returns the instant reading)."""
     text = capture("66", "q-x.xml")
-    assert only_gpu(text)["power_draw_w"] == 35.15
-    assert only_gpu(replace_once(text, "<instant_power_draw>35.15 W<", "<instant_power_draw>N/A<"))[
-        "power_draw_w"] == 35.06
-    assert only_gpu(capture("60", "q-x.xml"))["power_draw_w"] == 26.78  # v11 <power_readings><power_draw>
-    assert only_gpu(capture("31", "q-x.xml"))["power_draw_w"] == 67.03  # v12 <gpu_power_readings><power_draw>
+    gpu = only_gpu(text)
+    assert (gpu["power_draw_w"], gpu["power_draw_average_w"], gpu["power_draw_instant_w"]) == (35.06, 35.06, 35.15)
+    gpu = only_gpu(replace_once(text, "<average_power_draw>35.06 W<", "<average_power_draw>N/A<"))
+    assert (gpu["power_draw_w"], gpu["power_draw_average_w"], gpu["power_draw_instant_w"]) == (35.15, None, 35.15)
+    for number, draw in (("60", 26.78), ("31", 67.03)):     # v11 <power_readings>, v12 <gpu_power_readings>
+        gpu = only_gpu(capture(number, "q-x.xml"))
+        assert (gpu["power_draw_w"], gpu["power_draw_average_w"], gpu["power_draw_instant_w"]) == (draw, None, None)
+
+
+def test_other_scopes_power_readings_are_not_the_gpus():
+    """<gpu_memory_power_readings> and <module_power_readings> of the 570 capture hold the same element names for
+    other scopes: the GPU's readings come from <gpu_power_readings> only."""
+    text = capture("64", "q-x.xml")
+    text = replace_once(text, "<average_power_draw>11.60 W<", "<average_power_draw>N/A<")
+    text = replace_once(text, "<instant_power_draw>11.63 W<", "<instant_power_draw>N/A<")
+    assert "<gpu_memory_power_readings>" in text and "<module_power_readings>" in text
+    gpu = only_gpu(text)
+    assert (gpu["power_draw_w"], gpu["power_draw_average_w"], gpu["power_draw_instant_w"]) == (None, None, None)
 
 
 def test_clock_event_reasons_of_both_names():
@@ -542,17 +561,20 @@ def test_module_id_zero_and_temperature_zero_are_none():
     assert only_gpu(capture("68", "q-x.xml"))["temperature_c"] is None
 
 
-def test_memory_used_counts_the_reserved_memory_as_nvml_does():
-    """A T4 on 515 prints reserved 388, used 1032, free 13939 MiB: used as NVML's nvmlDeviceGetMemoryInfo gives it
-    (reserved included), free as printed; a GTX 1070 Ti on an older driver prints no reserved."""
-    assert (only_gpu(capture("60", "q-x.xml"))["memory_used_mib"], only_gpu(capture("60", "q-x.xml"))["memory_free_mib"]) == (
-        1420, 13939)
-    assert only_gpu(capture("67", "q-x.xml"))["memory_used_mib"] == 42
+def test_memory_used_leaves_the_reserved_memory_apart_as_nvml_v2_does():
+    """A T4 on 515 prints total 15360, reserved 388, used 1032, free 13939 MiB: used and reserved apart, as
+    nvmlMemory_v2_t has them and DCGM exports them (DCGM_FI_DEV_FB_USED, DCGM_FI_DEV_FB_RESERVED); a GTX 1070 Ti on an
+    older driver (schema v10) prints no reserved: unknown, not 0."""
+    gpu = only_gpu(capture("60", "q-x.xml"))
+    assert (gpu["memory_total_mib"], gpu["memory_reserved_mib"], gpu["memory_used_mib"], gpu["memory_free_mib"]) == (
+        15360, 388, 1032, 13939)
+    gpu = only_gpu(capture("67", "q-x.xml"))
+    assert (gpu["memory_reserved_mib"], gpu["memory_used_mib"], gpu["memory_free_mib"]) == (None, 42, 4054)
 
 
 def test_every_gpu_has_every_contract_field():
     fields = {"index", "name", "uuid", "serial", "pci_bus_id", "minor_number", "module_id", "memory_total_mib", "memory_used_mib",
-              "memory_free_mib",
+              "memory_free_mib", "memory_reserved_mib", "power_draw_average_w", "power_draw_instant_w",
               "mig_mode", "mig_devices", "persistence_mode", "ecc_mode", "ecc_errors_uncorrected_volatile",
               "ecc_errors_uncorrected_aggregate", "ecc_errors_corrected_volatile", "retired_pages", "pcie",
               "power_limit_w", "vbios_version", "architecture", "compute_mode", "temperature_c", "power_draw_w",

@@ -377,10 +377,13 @@ def test_query_xml_is_never_wrong(case):
         assert is_known(truth["uuid"], parsed["uuid"])
         assert is_known(truth["module_id"], parsed["module_id"])
         assert is_known(truth["temperature_c"], parsed["temperature_c"])
-        # The instant draw where printed, else the average (what the contract asks for).
-        instant = "<instant_power_draw>%.2f W<" % truth["power_draw_w"] in text
-        assert parsed["power_draw_w"] in (None, truth["power_draw_w"] if instant or "average" not in text
-                                          else truth["average_w"])
+        # nvmlDeviceGetPowerUsage's reading: <power_draw> where printed; from 570 the average, the instant apart.
+        if "<average_power_draw>" in text:
+            assert parsed["power_draw_w"] == parsed["power_draw_average_w"] == truth["average_w"]
+            assert is_known(truth["power_draw_w"], parsed["power_draw_instant_w"])
+        else:
+            assert is_known(truth["power_draw_w"], parsed["power_draw_w"])
+            assert parsed["power_draw_average_w"] is None and parsed["power_draw_instant_w"] is None
         assert is_known(truth["dram"] + truth["sram"] + (truth["secded"] if "secded" in text else 0),
                         parsed["ecc_errors_uncorrected_volatile"])
         assert is_known(truth["reasons"], parsed["clock_event_reasons_active"])

@@ -333,6 +333,52 @@ def test_gather_gives_each_profiles_values(run_fake, name):
         assert device["clock_event_reasons_active"] == []
         assert device["reset_required"] is False and device["drain_and_reset_recommended"] is False
         assert device["mig_mode"]["current"] is not True and device["mig_devices"] == []
+        # nvmlDeviceGetMemoryInfo_v2 (every profile's driver is 510 or newer): the 512 MiB the emulator reserves
+        # apart from the allocated memory, as nvidia-smi prints them
+        used = gpu.get("memory_used_mib") or 0
+        assert (device["memory_reserved_mib"], device["memory_used_mib"], device["memory_free_mib"]) == (
+            512, used, gpu["memory_total_mib"] - 512 - used)
+        # fields 185/186 (every profile's driver is 535 or newer): the average only on a GPU that has one (nvml.h:
+        # Ampere except GA100, and newer), where power_draw_w (nvmlDeviceGetPowerUsage) is that average
+        averages = gpu["architecture"] in ("Ampere", "Ada Lovelace", "Hopper", "Blackwell") and "A100" not in gpu["name"]
+        assert device["power_draw_average_w"] == (gpu["power_draw_w"] if averages else None)
+        assert device["power_draw_instant_w"] == gpu["power_draw_w"]
+
+
+def _with_driver(name, driver):
+    profile = _profile(name)
+    profile["driver_version"] = driver
+    return profile
+
+
+def test_gather_memory_v2_apart_from_the_reserved_memory(run_fake):
+    """nvmlDeviceGetMemoryInfo_v2 (nvmlMemory_v2_t with its version word): used without the reserved memory; a
+    library before driver 510 lacks the call, and nvmlDeviceGetMemoryInfo's used counts the reservation (nvml.h:
+    "Sum of Reserved and Allocated device memory"), with no reserved to report."""
+    faults = {"gpus": {"1": {"memory_used_mib": 30000}}}
+    device = run_fake("hgx-h100-8gpu", faults)["devices"][1]
+    assert (device["memory_total_mib"], device["memory_reserved_mib"], device["memory_used_mib"],
+            device["memory_free_mib"]) == (81559, 512, 30000, 81559 - 512 - 30000)
+    result = run_fake("hgx-h100-8gpu", faults, profile=_with_driver("hgx-h100-8gpu", "470.256.02"))
+    assert result["state"] == "ok" and "nvmlDeviceGetMemoryInfo_v2" in result["absent"]
+    device = result["devices"][1]
+    assert (device["memory_total_mib"], device["memory_reserved_mib"], device["memory_used_mib"],
+            device["memory_free_mib"]) == (81559, None, 30512, 81559 - 512 - 30000)
+
+
+def test_gather_average_and_instant_power_fields(run_fake):
+    """nvmlDeviceGetPowerUsage for power_draw_w (what DCGM exports as DCGM_FI_DEV_POWER_USAGE), NVML_FI_DEV_POWER_AVERAGE
+    (185) and NVML_FI_DEV_POWER_INSTANT (186) apart: a spike planted on an H100 shows in the instant reading only; an
+    A100 (GA100) has no average; a driver before 535 (NVML 12.2, the first nvml.h with the two fields) neither."""
+    device = run_fake("hgx-h100-8gpu", {"gpus": {"1": {"power_draw_instant_w": 612.5}}})["devices"][1]
+    assert (device["power_draw_w"], device["power_draw_average_w"], device["power_draw_instant_w"]) == (68.0, 68.0, 612.5)
+    device = run_fake("hgx-a100-8gpu", {"gpus": {"0": {"power_draw_w": 301.25}}})["devices"][0]
+    assert (device["power_draw_w"], device["power_draw_average_w"], device["power_draw_instant_w"]) == (
+        301.25, None, 301.25)
+    result = run_fake("hgx-h100-8gpu", profile=_with_driver("hgx-h100-8gpu", "525.147.05"))
+    device = result["devices"][0]
+    assert (device["power_draw_w"], device["power_draw_average_w"], device["power_draw_instant_w"]) == (68.0, None, None)
+    assert result["errors"] == []
 
 
 @pytest.mark.parametrize("name", _hardware_profiles())
@@ -590,8 +636,19 @@ int nvmlDeviceGetArchitecture(dev_t_ d, unsigned *v) { *v = 7; return 0; }
 int nvmlDeviceGetCudaComputeCapability(dev_t_ d, int *a, int *b) { *a = 8; *b = 0; return 0; }
 int nvmlDeviceGetVbiosVersion(dev_t_ d, char *b, unsigned n) { snprintf(b, n, "92.00.45.00.05"); return 0; }
 int nvmlDeviceGetMemoryInfo(dev_t_ d, struct mem *m) {
-    m->total = IDX(d) >= 100 ? 9856ULL << 20 : 85899345920ULL; m->used = 0; m->free = m->total; return 0;
+    m->total = IDX(d) >= 100 ? 9856ULL << 20 : 85899345920ULL; m->used = 869ULL << 20; m->free = m->total - m->used;
+    return 0;
 }
+#ifndef OLD_DRIVER
+/* nvmlMemory_v2_t: GPU1 (scenario mem_refused) answers NO_PERMISSION: nothing is then read from the v1 call. */
+struct mem_v2 { unsigned version; unsigned long long total, reserved, free, used; };
+int nvmlDeviceGetMemoryInfo_v2(dev_t_ d, struct mem_v2 *m) {
+    if (m->version != VERSION(struct mem_v2, 2)) return 25;
+    if (is("mem_refused") && IDX(d) == 1) return 4;
+    m->total = 85899345920ULL; m->reserved = 869ULL << 20; m->used = (50ULL << 20) + 4096; m->free = m->total - m->reserved - m->used;
+    return 0;
+}
+#endif
 int nvmlDeviceGetPersistenceMode(dev_t_ d, unsigned *v) { *v = 1; return 0; }
 int nvmlDeviceGetComputeMode(dev_t_ d, unsigned *v) { *v = IDX(d) ? 3 : 0; return 0; }
 int nvmlDeviceGetMigMode(dev_t_ d, unsigned *c, unsigned *p) { *c = is("mig") && IDX(d) == 0; *p = IDX(d) == 1; return 0; }
@@ -626,6 +683,7 @@ int nvmlDeviceGetFieldValues(dev_t_ d, int n, struct field *f) {
         else if (f[i].id == 227) f[i].ret = 3;
         else if (f[i].id == 90) f[i].value.ui = 25000;
         else if (f[i].id == 186 && IDX(d) == 1) f[i].value.ui = 312500;
+        else if (f[i].id == 185 && IDX(d) == 0) f[i].value.ui = 60000;
         else f[i].ret = 3;
     }
     return 0;
@@ -709,7 +767,13 @@ def test_stub_direct_links_affinity_and_health(stub, monkeypatch):
     assert (first["repair_pending"], second["repair_pending"]) == ({"channel": False, "tpc": True},
                                                                    {"channel": False, "tpc": False})
     assert (second["compute_mode"], second["pcie"]["width_current"], second["module_id"]) == ("Exclusive_Process", 8, 2)
-    assert (first["power_draw_w"], second["power_draw_w"]) == (61.25, 312.5)  # GPU1 answers the instant power field
+    # nvmlDeviceGetPowerUsage for both; GPU0 answers the average field (185) only, GPU1 the instant one (186) only
+    assert (first["power_draw_w"], second["power_draw_w"]) == (61.25, 61.25)
+    assert (first["power_draw_average_w"], first["power_draw_instant_w"]) == (60.0, None)
+    assert (second["power_draw_average_w"], second["power_draw_instant_w"]) == (None, 312.5)
+    # nvmlMemory_v2_t, MiB rounded down: used without the 869 MiB reserved
+    assert (first["memory_total_mib"], first["memory_reserved_mib"], first["memory_used_mib"], first["memory_free_mib"]) == (
+        81920, 869, 50, 81000)
     assert result["absent"] == [] and result["errors"] == []
     assert result["timings"]["init"] is not None and result["timings"]["total"] >= result["timings"]["gather"]
 
@@ -719,7 +783,7 @@ def test_stub_older_driver_without_some_symbols(stub, monkeypatch):
     assert result["state"] == "ok"
     assert result["absent"] == sorted(["nvmlDeviceGetGpuFabricInfo", "nvmlDeviceGetGpuFabricInfoV", "nvmlDeviceGetModuleId",
                                        "nvmlDeviceGetRepairStatus", "nvmlDeviceGetRowRemapperHistogram",
-                                       "nvmlDeviceGetSramEccErrorStatus"])
+                                       "nvmlDeviceGetSramEccErrorStatus", "nvmlDeviceGetMemoryInfo_v2"])
     assert set(result["absent"]) <= set(result["missing"])
     assert "nvmlDeviceGetCurrentClocksEventReasons" not in result["missing"]
     device = result["devices"][0]
@@ -727,6 +791,19 @@ def test_stub_older_driver_without_some_symbols(stub, monkeypatch):
     assert (device["row_remapper_histogram"], device["sram_threshold_exceeded"], device["repair_pending"]) == (
         None, None, None)
     assert device["clock_event_reasons_active"] == ["hw_thermal_slowdown"]  # the throttle call of older drivers
+    # no nvmlDeviceGetMemoryInfo_v2: nvmlMemory_t, whose used holds the reservation, and no reserved
+    assert (device["memory_reserved_mib"], device["memory_used_mib"], device["memory_free_mib"]) == (None, 869, 81051)
+
+
+def test_stub_memory_v2_refused_is_unknown_not_the_older_reading(stub, monkeypatch):
+    """A library with nvmlDeviceGetMemoryInfo_v2 that refuses it: the frame buffer is unknown, the error recorded;
+    nvmlDeviceGetMemoryInfo's used, which counts the reservation, is not put in its place."""
+    result = _stub_gather(stub, monkeypatch, "mem_refused")
+    first, second = result["devices"]
+    assert first["memory_used_mib"] == 50
+    assert (second["memory_total_mib"], second["memory_reserved_mib"], second["memory_used_mib"],
+            second["memory_free_mib"]) == (None, None, None, None)
+    assert {"call": "nvmlDeviceGetMemoryInfo_v2", "device": "GPU1", "nvml_return": "NVML_ERROR_NO_PERMISSION"} in result["errors"]
 
 
 def test_stub_fabric_info_v2_where_the_library_refuses_v3(stub, monkeypatch):

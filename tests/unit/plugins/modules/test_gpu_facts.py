@@ -524,7 +524,9 @@ def test_both_backends_give_equal_facts(both_backends, profile, faults):
         assert nvml_facts["state"] == "gpu_lost"
         assert (nvml_facts["count"], nvml_facts["attached_gpus"]) == (smi_facts["count"], smi_facts["attached_gpus"])
         assert nvml_facts["lost_gpus"] == [None] and smi_facts["lost_gpus"] == ["00000000:" + PROFILE_BUS(profile, 1)]
-        assert compare_backends.differences({"devices": nvml_facts["devices"]}, {"devices": smi_facts["devices"]}) == []
+        assert compare_backends.differences(
+            {"devices": nvml_facts["devices"], "driver_version": nvml_facts["driver_version"]},
+            {"devices": smi_facts["devices"], "driver_version": smi_facts["driver_version"]}) == []
         return
     assert compare_backends.differences(nvml_facts, smi_facts) == []
     if faults == "none":
