@@ -292,7 +292,9 @@ def main(out, works):
     for work in map(pathlib.Path, works):
         collect(work, repos, manifest)
         taken = (work / "taken").read_text().strip()
-        fallbacks += [dict(entry, release="%s (%s)" % (work.name, taken))
+        # Each fallback with the date its group was resolved (groups.json; a group locked earlier keeps its date).
+        groups = json.loads((work / "groups.json").read_text()) if (work / "groups.json").exists() else {}
+        fallbacks += [dict(entry, release="%s (%s)" % (work.name, groups.get(entry.get("group"), {}).get("taken", taken)))
                       for entry in json.loads((work / "fallbacks.json").read_text())]
     home = pathlib.Path(tempfile.mkdtemp(prefix="gpufleet-snapshot-gpg-"))
     try:
