@@ -180,7 +180,7 @@ def newest(stanzas):
     best = None
     for stanza in stanzas:
         if best is None or subprocess.run(["dpkg", "--compare-versions", field(stanza, "Version"), "gt",
-                                           field(best, "Version")]).returncode == 0:
+                                           field(best, "Version")], check=False).returncode == 0:
             best = stanza
     return best
 

@@ -38,7 +38,7 @@ RELATION_FIELDS = ("Depends", "Pre-Depends", "Recommends", "Suggests", "Provides
 
 def split_version(version):
     """(epoch with its colon or "", upstream, revision or "") of a Debian version."""
-    epoch, _, rest = version.rpartition(":")
+    epoch, _colon, rest = version.rpartition(":")
     upstream, dash, revision = rest.rpartition("-")
     if not dash:
         upstream, revision = rest, ""
@@ -47,7 +47,7 @@ def split_version(version):
 
 def new_version(version, to):
     """The repacked upload's version: the upstream version replaced, the revision kept and marked."""
-    epoch, _, revision = split_version(version)
+    epoch, _upstream, revision = split_version(version)
     return "%s%s-%s%s" % (epoch, to, revision or "0", MARK)
 
 
@@ -59,7 +59,7 @@ def rename(text, old_upstream, to):
 def control(text, to):
     """The control file of the repacked package: Version, versioned names and the relations that name them."""
     version = re.search(r"^Version: *(\S+)", text, re.MULTILINE).group(1)
-    _, old_upstream, _ = split_version(version)
+    _epoch, old_upstream, _revision = split_version(version)
     repacked = new_version(version, to)
     lines = []
     for line in text.splitlines():
@@ -114,7 +114,7 @@ def repack(deb, out_dir, to):
         tree = work / "tree"
         subprocess.run(["dpkg-deb", "-R", str(deb), str(tree)], check=True)
         text, version, repacked = control((tree / "DEBIAN" / "control").read_text(encoding="utf-8"), to)
-        _, old_upstream, _ = split_version(version)
+        _epoch, old_upstream, _revision = split_version(version)
         repack_tree(tree, old_upstream, to)
         (tree / "DEBIAN" / "control").write_text(text, encoding="utf-8")
         if (tree / "DEBIAN" / "md5sums").exists():

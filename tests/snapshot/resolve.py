@@ -351,9 +351,8 @@ def main(release_file, out, lock_file=None, previous=None):
     attribute = sorted(group for group, (how, _why) in states.items() if how == "attribute")
     result = {}
     for group, (how, why) in sorted(states.items()):
-        print("    group %s: %s" % (group, {"locked": why, "attribute": "finding its files among the locked "
-                                           "files (the lock is format 1)"}.get(how, "resolved from the live index: " + why)),
-              flush=True)
+        said = {"locked": why, "attribute": "finding its files among the locked files (the lock is format 1)"}
+        print("    group %s: %s" % (group, said.get(how, "resolved from the live index: " + why)), flush=True)
         if how == "locked":
             entry = locked["groups"][group]
             result[group] = {"taken": entry["taken"], "files": entry["files"], "fallbacks": entry["fallbacks"]}
