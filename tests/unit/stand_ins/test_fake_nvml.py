@@ -727,7 +727,7 @@ def test_mig_hides_the_remapped_rows(nvml):
     current, pending = ctypes.c_uint(), ctypes.c_uint()
     assert nvml.nvmlDeviceGetMigMode(nvml.handle(2), ctypes.byref(current), ctypes.byref(pending)) == SUCCESS
     assert (current.value, pending.value) == (1, 1)
-    values = [ctypes.c_uint() for _ in range(4)]
+    values = [ctypes.c_uint() for _counter in range(4)]
     assert nvml.nvmlDeviceGetRemappedRows(nvml.handle(2), *[ctypes.byref(v) for v in values]) == NOT_SUPPORTED
     assert nvml.nvmlDeviceGetRemappedRows(nvml.handle(1), *[ctypes.byref(v) for v in values]) == SUCCESS
     assert [slot[0] for slot in nvml.fields(nvml.handle(2), [(142, 0), (143, 0), (144, 0), (145, 0)])] == [NOT_SUPPORTED] * 4
