@@ -41,7 +41,8 @@ Persistence mode is reported as the real daemon leaves it: "Enabled" while an ``
 runs without ``--no-persistence-mode`` (the daemon turns persistence mode on for every device at start unless
 given that option, which forces it off: github.com/NVIDIA/nvidia-persistenced, option-table.h and the manual page
 nvidia-persistenced.1.m4; options.c parses ``--persistence-mode`` / ``--no-persistence-mode`` in order, so the
-last one given wins), "Disabled" otherwise. The processes are read from ``/proc/*/cmdline``,
+last one given wins), "Disabled" otherwise. The processes are read from ``/proc/*/cmdline`` (``$GPUFLEET_EMULATOR_PROC``
+in tests, where the host's /proc shows the daemons of other test nodes' containers),
 so a unit that runs the daemon with the option (Ubuntu's nvidia-compute-utils package does) reports "Disabled".
 ``/etc/gpufleet-emulator/persistence`` (non-empty) forces "Enabled", as ``nvidia-smi -pm 1`` would.
 
@@ -160,7 +161,7 @@ def read_config(name, default=None):
         return default
 
 
-PROC = "/proc"
+PROC = os.environ.get("GPUFLEET_EMULATOR_PROC") or "/proc"    # another directory in tests, as GPUFLEET_NVML_PROC
 DAEMON = "nvidia-persistenced"
 
 

@@ -39,9 +39,11 @@ def smi(tmp_path):
     """Runs the emulator: smi(profile, *argv) -> CompletedProcess; smi.faults(dict) plants faults.json."""
     config = tmp_path / "config"
     config.mkdir()
+    (tmp_path / "proc").mkdir()     # no nvidia-persistenced runs (the host's /proc shows other test nodes' daemons)
 
     def run(profile, *argv):
-        env = {"PATH": "/usr/bin:/bin", "GPUFLEET_EMULATOR_PROFILE": profile, "GPUFLEET_EMULATOR_CONFIG": str(config)}
+        env = {"PATH": "/usr/bin:/bin", "GPUFLEET_EMULATOR_PROFILE": profile, "GPUFLEET_EMULATOR_CONFIG": str(config),
+               "GPUFLEET_EMULATOR_PROC": str(tmp_path / "proc")}
         return subprocess.run([sys.executable, str(EMULATOR)] + list(argv), env=env, capture_output=True, text=True,
                               timeout=30, check=False)
 
