@@ -69,6 +69,51 @@ options:
         depends on another branch's package) before it installs anything.
     type: bool
     default: false
+  change:
+    description:
+      - Also plan the change of an installed, held package set to these packages in one apt transaction (a
+        driver update within its branch, a branch or flavour change, a rollback), returned as C(change).
+      - C(apt-get -s install) is run against a copy of dpkg's status in which the holds of the set are lifted,
+        with the wanted version of every package asked for and C(NAME-) for each of O(change.remove) that is
+        installed. The set's packages apt would leave alone but that belong to the old state (a name carrying
+        an older version than those installed now, such as C(nvidia-firmware-580-server-580.178.04), or
+        matching O(change.obsolete)) are removed in the same transaction; a second simulation checks that it
+        removes nothing outside the set.
+      - Planned only when no package is C(missing). Reads only, as the rest of the module.
+    type: dict
+    suboptions:
+      sources:
+        description: Regular expressions on the source package name (C(${source:Package})) of the set's packages.
+        type: list
+        elements: str
+        default: []
+      names:
+        description: Names that belong to the set whatever their source (an earlier run's packages).
+        type: list
+        elements: str
+        default: []
+      remove:
+        description: Packages to remove in the transaction when installed (an earlier flavour's or branch's).
+        type: list
+        elements: str
+        default: []
+      obsolete:
+        description: Regular expressions on names; an installed package of the set that matches and that the
+          transaction does not install is removed (for example the names of other driver branches).
+        type: list
+        elements: str
+        default: []
+      version:
+        description:
+          - The upstream version the set moves to (C(580.178.04)). apt does not downgrade a package on its own to
+            satisfy another, so when the first simulation fails (a rollback), the set's other packages are named at
+            this version, where apt offers it, and the change is simulated again.
+        type: str
+      preferences:
+        description:
+          - The apt preferences file the change is planned under, as C(path) and C(content), in place of that
+            file in C(/etc/apt/preferences.d) (in check mode the caller has not written it yet).
+        type: dict
 extends_documentation_fragment: []
 attributes:
   check_mode:
@@ -132,6 +177,39 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+change:
+  description: The change planned with O(change); absent without it or when a package is missing.
+  returned: when O(change) is given and no package is missing
+  type: dict
+  contains:
+    family:
+      description: The set's installed packages before the change, name to version, state and hold.
+      type: dict
+    moves:
+      description: What the transaction does, C(name), C(from) (null for a new package) and C(to) (null for a removal).
+      type: list
+      elements: dict
+    transaction:
+      description: apt-get install's arguments, C(NAME=VERSION) for every package it installs and C(NAME-) for
+        every package it removes; empty when nothing changes.
+      type: list
+      elements: str
+    after:
+      description: The set's packages once the change is made (the family less what it removes, and the new
+        packages of the set's source packages); a caller that holds the set holds these.
+      type: list
+      elements: str
+    release:
+      description: The held packages whose hold the transaction needs lifted (re-held by the caller after it).
+      type: list
+      elements: str
+    problems:
+      description: apt's errors when the change cannot be made (the transaction is then empty).
+      type: list
+      elements: str
+  sample:
+    moves: [{name: nvidia-firmware-580-server-580.178.04, from: 580.178.04-0ubuntu0.22.04.1, to: null}]
+    transaction: [nvidia-utils-580-server=580.196.07-0ubuntu0.22.04.1, nvidia-firmware-580-server-580.178.04-]
 packages:
   description: Per package name (as asked for, without the version), what apt sees and what must happen.
   returned: always
@@ -227,11 +305,26 @@ backend:
 
 import os
 import re
+import shutil
+import tempfile
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.gpufleet.node.plugins.module_utils.apt_change import (
+    FAMILY_SHOWFORMAT,
+    obsolete_packages,
+    parse_family,
+    parse_simulation,
+    parse_sources,
+    release_holds,
+    set_after,
+    simulation_problems,
+    transaction,
+    upstream,
+)
 from ansible_collections.gpufleet.node.plugins.module_utils.apt import (
     DPKG_SHOWFORMAT,
+    DPKG_STATUS_FILE,
     AptPlanError,
     find_package,
     apt_messages,
@@ -379,10 +472,10 @@ def _binary(module, name):
     return path
 
 
-def read_apt_cache(module, names, details=False):
+def read_apt_cache(module, names, details=False, apt_options=()):
     """``(known, installed, held, arch)`` for names, from apt-cache policy and dpkg-query (C locale); with
     details, apt-cache show adds each version's summary and depends."""
-    policy, messages = _run(module, [_binary(module, "apt-cache"), "policy"] + names)
+    policy, messages = _run(module, [_binary(module, "apt-cache")] + list(apt_options) + ["policy"] + names)
     # apt exits 0 after a warning such as 'W: Unable to read /etc/apt/preferences.d/...': its answer then
     # lacks what it could not read (pins), which the user must hear of.
     for message in apt_messages(messages):
@@ -397,7 +490,8 @@ def read_apt_cache(module, names, details=False):
         module.fail_json(msg="could not read apt's answer: %s" % exc)
     if details and known:
         # apt-cache show exits 100 when one of the names has no record at all: the others still print.
-        shown, _stderr = _run(module, [_binary(module, "apt-cache"), "show"] + sorted(known), ok_codes=(0, 100))
+        shown, _stderr = _run(module, [_binary(module, "apt-cache")] + list(apt_options) + ["show"] + sorted(known),
+                              ok_codes=(0, 100))
         try:
             records = parse_show(shown)
         except AptPlanError as exc:
@@ -422,6 +516,86 @@ def add_details(plan, known, arch):
         entry["depends"] = record.get("depends", [])
 
 
+def _simulate(module, scratch, wanted, removals, parts):
+    """apt-get -s install of the wanted versions and removals against the scratch status (and the preferences
+    directory parts, where given); (plan, problems)."""
+    argv = [_binary(module, "apt-get"), "-s", "-o", "Dir::State::status=%s" % os.path.join(scratch, "status"),
+            "-o", "Debug::NoLocking=1"]
+    if parts:
+        argv += ["-o", "Dir::Etc::PreferencesParts=%s" % parts]
+    argv += ["install", "--no-install-recommends", "--allow-downgrades", "--allow-change-held-packages"]
+    argv += ["%s=%s" % (name, version) for name, version in sorted(wanted.items())] + ["%s-" % name for name in removals]
+    rc, stdout, stderr = module.run_command(argv, environ_update=C_LOCALE)
+    problems = simulation_problems(stdout + "\n" + stderr)
+    if rc != 0 and not problems:
+        problems = [(stderr or stdout).strip() or "apt-get -s exited %s" % rc]
+    return parse_simulation(stdout), problems
+
+
+def preferences_overlay(scratch, preferences):
+    """A copy of apt's preferences directory in scratch with one file's content replaced (``preferences``:
+    ``path`` and ``content``, the pins a caller is about to write); returns its path."""
+    parts = os.path.join(scratch, "preferences.d")
+    source = apt_pkg.config.find_dir("Dir::Etc::preferencesparts") if apt_pkg else ""
+    shutil.copytree(source or "/etc/apt/preferences.d/", parts)
+    with open(os.path.join(parts, os.path.basename(preferences["path"])), "w") as handle:
+        handle.write(preferences["content"])
+    return parts
+
+
+def plan_change(module, plan, options, parts=None, plan_for=None):
+    """The ``change`` result: the set, the moves and the transaction (module_utils/apt_change.py). ``plan_for``
+    plans other package specs under the same preferences (the set at the version it moves to)."""
+    shown, _stderr = _run(module, [_binary(module, "dpkg-query"), "--show", "--showformat", FAMILY_SHOWFORMAT])
+    try:
+        family = parse_family(shown, options["sources"], options["names"])
+    except ValueError as exc:
+        module.fail_json(msg="could not read dpkg's answer: %s" % exc)
+    wanted = dict((name.partition(":")[0], version) for name, version in plan["wanted"].items())
+    release = sorted(name for name, entry in family.items() if entry["held"])
+    removals = sorted(name for name in options["remove"] if name in family and name not in wanted)
+    scratch = tempfile.mkdtemp(prefix="gpufleet-apt-change-")
+    try:
+        with open(DPKG_STATUS_FILE) as handle:
+            status = handle.read()
+        with open(os.path.join(scratch, "status"), "w") as handle:
+            handle.write(release_holds(status, set(release) | set(wanted)))
+        first, problems = _simulate(module, scratch, wanted, removals, parts)
+        if problems and options.get("version") and plan_for is not None:
+            # apt does not downgrade a package on its own to satisfy another: on a rollback the set's other
+            # packages are named at the version it moves to, where apt offers it.
+            others = sorted(name for name in family if name not in wanted and name not in removals)
+            offered = plan_for(["%s=%s-*" % (name, options["version"]) for name in others])["wanted"]
+            wanted = dict(wanted, **dict((name, version) for name, version in offered.items() if version))
+            first, problems = _simulate(module, scratch, wanted, removals, parts)
+        if problems:
+            return {"family": family, "moves": [], "transaction": [], "release": release, "after": sorted(family),
+                    "problems": problems}
+        touched = set(first["install"]) | set(first["remove"]) | set(removals) | set(wanted)
+        keep = set(upstream(version) for version in wanted.values()) | set(
+            upstream(entry["to"]) for entry in first["install"].values())
+        obsolete = obsolete_packages(family, touched, keep, options["obsolete"])
+        final, problems = _simulate(module, scratch, wanted, sorted(set(removals) | set(obsolete)), parts)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    outside = sorted(name for name in final["remove"] if name not in family)
+    if outside and not problems:
+        problems = ["The change would also remove %s, which %s not part of the driver's packages: nothing is "
+                    "changed; remove %s yourself if that is meant." % (
+                        ", ".join(outside), "is" if len(outside) == 1 else "are", "it" if len(outside) == 1 else "them")]
+    if problems:
+        return {"family": family, "moves": [], "transaction": [], "release": release, "after": sorted(family),
+                "problems": problems}
+    added = sorted("%s=%s" % (name, entry["to"]) for name, entry in final["install"].items() if name not in family)
+    shown = _run(module, [_binary(module, "apt-cache"), "show"] + added, ok_codes=(0, 100))[0] if added else ""
+    after = set_after(family, final, parse_sources(shown), options["sources"])
+    moves = [{"name": name, "from": entry["from"], "to": entry["to"]} for name, entry in sorted(final["install"].items())]
+    moves += [{"name": name, "from": version, "to": None} for name, version in sorted(final["remove"].items())]
+    changing = final["install"] or final["remove"]
+    return {"family": family, "moves": moves, "transaction": transaction(wanted, final, family) if changing else [],
+            "release": [name for name in release if changing], "after": after, "problems": []}
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -429,6 +603,14 @@ def main():
             hold=dict(type="bool"),
             backend=dict(type="str", default="auto", choices=["auto", "python-apt", "apt-cache"]),
             details=dict(type="bool", default=False),
+            change=dict(type="dict", options=dict(
+                sources=dict(type="list", elements="str", default=[]),
+                names=dict(type="list", elements="str", default=[]),
+                remove=dict(type="list", elements="str", default=[]),
+                obsolete=dict(type="list", elements="str", default=[]),
+                version=dict(type="str"),
+                preferences=dict(type="dict", no_log=False),
+            )),
         ),
         supports_check_mode=True,
     )
@@ -448,26 +630,47 @@ def main():
         _init_apt_pkg(module)
         compare = apt_pkg_compare
 
+    # Pins the caller is about to write (change.preferences): the candidates and the change are read under them.
+    change = module.params["change"]
+    overlay = tempfile.mkdtemp(prefix="gpufleet-apt-plan-") if change and change.get("preferences") else None
+    try:
+        parts = preferences_overlay(overlay, change["preferences"]) if overlay else None
+        plan = _plan(module, names, backend, compare, parts, module.params["packages"], module.params["details"])
+        if change is not None and not plan["missing"]:
+            def plan_for(specs):
+                return _plan(module, [spec.partition("=")[0] for spec in specs], backend, compare, parts, specs, False)
+            plan["change"] = plan_change(module, plan, change, parts, plan_for)
+    finally:
+        if overlay:
+            shutil.rmtree(overlay, ignore_errors=True)
+    module.exit_json(changed=False, backend=backend, **plan)
+
+
+def _plan(module, names, backend, compare, parts, packages, details):
+    """The plan of packages (specs; names: their names), with details when asked, read under the preferences in
+    parts."""
     known, installed, held, arch = {}, {}, {}, None
+    if parts and backend == "python-apt":
+        apt_pkg.config.set("Dir::Etc::PreferencesParts", parts)
     if names and backend == "python-apt":
         try:
-            known, installed, held, arch = read_python_apt(names, module.params["details"])
+            known, installed, held, arch = read_python_apt(names, details)
         except SystemError as exc:
             module.fail_json(msg="python-apt could not open apt's cache: %s" % exc)
         for path in unreadable_preferences():
             module.warn("python-apt: cannot read %s: its pins are left out of the candidates (run the module "
                         "as root, with become)" % path)
     elif names:
-        known, installed, held, arch = read_apt_cache(module, names, module.params["details"])
+        known, installed, held, arch = read_apt_cache(module, names, details,
+                                                      ["-o", "Dir::Etc::PreferencesParts=%s" % parts] if parts else [])
 
     try:
-        plan = plan_packages(known, installed, held, module.params["packages"], module.params["hold"],
-                             compare=compare, arch=arch)
+        plan = plan_packages(known, installed, held, packages, module.params["hold"], compare=compare, arch=arch)
     except AptPlanError as exc:
         module.fail_json(msg=str(exc))
-    if module.params["details"]:
+    if details:
         add_details(plan, known, arch)
-    module.exit_json(changed=False, backend=backend, **plan)
+    return plan
 
 
 if __name__ == "__main__":
