@@ -24,6 +24,7 @@ Interface:
 * ``parse_simulation(text)``: ``apt-get -s install ...`` -> ``{"install": {name: {"from", "to"}}, "remove":
   {name: from}}``
 * ``simulation_problems(text)``: apt's error lines and the unmet dependencies it lists
+* ``problem_packages(problems)``: the packages those lines name
 * ``parse_sources(text)``: ``apt-cache show NAME=VERSION...`` -> ``{name: source package}``
 * ``set_after(family, simulated, sources, patterns)``: the set's names once the change is made
 * ``upstream(version)``: the upstream part of a Debian version (no epoch, no revision)
@@ -44,6 +45,7 @@ __all__ = [
     "parse_family",
     "parse_simulation",
     "parse_sources",
+    "problem_packages",
     "set_after",
     "release_holds",
     "simulation_problems",
@@ -60,12 +62,23 @@ _ON_DISK = "iUFHWt"
 # "Remv NAME [OLD]" (apt-pkg/algorithms.cc, pkgSimulate).
 _INST = re.compile(r"^Inst (\S+)(?: \[([^\]]+)\])? \((\S+) ")
 _REMV = re.compile(r"^Remv (\S+)(?: \[([^\]]+)\])?")
-_UNMET = re.compile(r"^ +\S+ : (?:Pre)?Depends: ")
+# apt's "The following packages have unmet dependencies:" lines (" name : Depends: ...", " name : Conflicts: ...")
+# and their continuation lines ("                Depends: ...").
+_UNMET = re.compile(r"^ +(?:\S+ : )?(?:Pre-?Depends|Depends|Conflicts|Breaks): ")
+_UNMET_NAME = re.compile(r"^ +(\S+) : ")
 
 
-def parse_family(text, sources=(), names=()):
+def _bare(name, native):
+    """``name:arch`` without the native architecture (apt and dpkg name native packages without it)."""
+    base, _colon, arch = name.partition(":")
+    return base if not arch or native is None or arch == native else name
+
+
+def parse_family(text, sources=(), names=(), native=None):
     """The installed packages of ``dpkg-query --show --showformat FAMILY_SHOWFORMAT`` whose source package
     matches one of the regular expressions ``sources`` (``re.search``) or whose name is one of ``names``.
+    Packages of the ``native`` architecture are named without it (``libnvidia-compute-580-server``), others keep
+    it (``libnvidia-compute-580-server:i386``), as apt-get names them.
 
     Each is ``{"version", "source", "state", "held"}``: ``state`` is dpkg's status letter (``i`` installed,
     ``U`` unpacked, ``F`` half-configured, ...), ``held`` whether its selection is ``hold``. A package dpkg
@@ -84,9 +97,9 @@ def parse_family(text, sources=(), names=()):
         source = source.strip() or name.partition(":")[0]
         if status[1] not in _ON_DISK:
             continue
-        bare = name.partition(":")[0]
-        if bare in wanted or name in wanted or any(pattern.search(source) for pattern in patterns):
-            family[bare] = {"version": version, "source": source, "state": status[1], "held": status[0] == "h"}
+        key = _bare(name, native)
+        if key in wanted or name in wanted or any(pattern.search(source) for pattern in patterns):
+            family[key] = {"version": version, "source": source, "state": status[1], "held": status[0] == "h"}
     return family
 
 
@@ -104,16 +117,17 @@ def release_holds(status_text, names):
 
 def parse_simulation(text):
     """What ``apt-get -s install ...`` would do: ``{"install": {name: {"from": old or None, "to": new}},
-    "remove": {name: old or None}}``. ``Conf`` lines repeat the ``Inst`` ones and are not needed."""
+    "remove": {name: old or None}}``, names as apt prints them (a foreign architecture's with ``:arch``). ``Conf``
+    lines repeat the ``Inst`` ones and are not needed."""
     install, remove = {}, {}
     for line in text.splitlines():
         match = _INST.match(line)
         if match:
-            install[match.group(1).partition(":")[0]] = {"from": match.group(2), "to": match.group(3)}
+            install[match.group(1)] = {"from": match.group(2), "to": match.group(3)}
             continue
         match = _REMV.match(line)
         if match:
-            remove[match.group(1).partition(":")[0]] = match.group(2)
+            remove[match.group(1)] = match.group(2)
     return {"install": install, "remove": remove}
 
 
@@ -143,6 +157,11 @@ def simulation_problems(text):
     return [line.strip() for line in text.splitlines() if line.startswith("E:") or _UNMET.match(line)]
 
 
+def problem_packages(problems):
+    """The packages apt names on the left of its unmet-dependency lines (``problems``: :func:`simulation_problems`)."""
+    return sorted(set(match.group(1) for match in (_UNMET_NAME.match(" " + line) for line in problems) if match))
+
+
 def upstream(version):
     """``580.178.04`` of ``580.178.04-0ubuntu0.22.04.1`` (and of ``1:580.178.04-1``); a version without a
     revision is all upstream."""
@@ -152,7 +171,7 @@ def upstream(version):
 
 def obsolete_packages(family, touched, keep_upstreams, patterns=()):
     """The packages of ``family`` (:func:`parse_family`) to remove though the transaction leaves them alone
-    (``touched``: names it installs or removes): those whose name carries their own upstream version when that
+    (``touched``: names it installs or removes): those whose name ends with their own upstream version when that
     version is not one of ``keep_upstreams`` (the firmware of the old release), and those whose name matches
     one of ``patterns`` (regular expressions; a caller's names of other branches). Sorted."""
     compiled = [re.compile(pattern) for pattern in patterns or ()]
@@ -162,7 +181,8 @@ def obsolete_packages(family, touched, keep_upstreams, patterns=()):
         if name in touched:
             continue
         version = upstream(entry["version"])
-        if (version not in keep and version in name) or any(pattern.search(name) for pattern in compiled):
+        named = re.search(r"-%s$" % re.escape(version), name) if version else None
+        if (version not in keep and named) or any(pattern.search(name) for pattern in compiled):
             found.append(name)
     return sorted(found)
 

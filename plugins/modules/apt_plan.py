@@ -109,11 +109,12 @@ options:
             satisfy another, so when the first simulation fails (a rollback), the set's other packages are named at
             this version, where apt offers it, and the change is simulated again.
         type: str
-      preferences:
-        description:
-          - The apt preferences file the change is planned under, as C(path) and C(content), in place of that
-            file in C(/etc/apt/preferences.d) (in check mode the caller has not written it yet).
-        type: dict
+  preferences:
+    description:
+      - An apt preferences file the plan (and the change) is read under, as C(path) and C(content), in place of
+        that file in C(/etc/apt/preferences.d); these are the pins a caller is about to write, which check mode does
+        not write.
+    type: dict
 extends_documentation_fragment: []
 attributes:
   check_mode:
@@ -316,6 +317,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.apt_change import (
     parse_family,
     parse_simulation,
     parse_sources,
+    problem_packages,
     release_holds,
     set_after,
     simulation_problems,
@@ -519,8 +521,10 @@ def add_details(plan, known, arch):
 def _simulate(module, scratch, wanted, removals, parts):
     """apt-get -s install of the wanted versions and removals against the scratch status (and the preferences
     directory parts, where given); (plan, problems)."""
+    # Its own status file, no lock, and no binary cache written (apt would write the scratch state's cache over
+    # the host's /var/cache/apt/pkgcache.bin).
     argv = [_binary(module, "apt-get"), "-s", "-o", "Dir::State::status=%s" % os.path.join(scratch, "status"),
-            "-o", "Debug::NoLocking=1"]
+            "-o", "Debug::NoLocking=1", "-o", "Dir::Cache::pkgcache=", "-o", "Dir::Cache::srcpkgcache="]
     if parts:
         argv += ["-o", "Dir::Etc::PreferencesParts=%s" % parts]
     argv += ["install", "--no-install-recommends", "--allow-downgrades", "--allow-change-held-packages"]
@@ -547,8 +551,9 @@ def plan_change(module, plan, options, parts=None, plan_for=None):
     """The ``change`` result: the set, the moves and the transaction (module_utils/apt_change.py). ``plan_for``
     plans other package specs under the same preferences (the set at the version it moves to)."""
     shown, _stderr = _run(module, [_binary(module, "dpkg-query"), "--show", "--showformat", FAMILY_SHOWFORMAT])
+    native = _run(module, [_binary(module, "dpkg"), "--print-architecture"])[0].strip() or None
     try:
-        family = parse_family(shown, options["sources"], options["names"])
+        family = parse_family(shown, options["sources"], options["names"], native)
     except ValueError as exc:
         module.fail_json(msg="could not read dpkg's answer: %s" % exc)
     wanted = dict((name.partition(":")[0], version) for name, version in plan["wanted"].items())
@@ -563,11 +568,19 @@ def plan_change(module, plan, options, parts=None, plan_for=None):
         first, problems = _simulate(module, scratch, wanted, removals, parts)
         if problems and options.get("version") and plan_for is not None:
             # apt does not downgrade a package on its own to satisfy another: on a rollback the set's other
-            # packages are named at the version it moves to, where apt offers it.
-            others = sorted(name for name in family if name not in wanted and name not in removals)
+            # packages are named at the version it moves to, where apt offers it; those apt then names in a
+            # conflict (the old flavour's, on a rollback with a flavour change) are left to apt again.
+            others = sorted(name for name in family if name not in wanted and name not in removals
+                            and not obsolete_packages({name: family[name]}, set(), set(), options["obsolete"]))
             offered = plan_for(["%s=%s-*" % (name, options["version"]) for name in others])["wanted"]
-            wanted = dict(wanted, **dict((name, version) for name, version in offered.items() if version))
-            first, problems = _simulate(module, scratch, wanted, removals, parts)
+            named = dict((name, version) for name, version in offered.items() if version)
+            for _attempt in range(3):
+                first, problems = _simulate(module, scratch, dict(named, **wanted), removals, parts)
+                conflicting = set(problem_packages(problems)) & set(named)
+                if not problems or not conflicting:
+                    break
+                named = dict((name, version) for name, version in named.items() if name not in conflicting)
+            wanted = dict(named, **wanted)
         if problems:
             return {"family": family, "moves": [], "transaction": [], "release": release, "after": sorted(family),
                     "problems": problems}
@@ -609,8 +622,8 @@ def main():
                 remove=dict(type="list", elements="str", default=[]),
                 obsolete=dict(type="list", elements="str", default=[]),
                 version=dict(type="str"),
-                preferences=dict(type="dict", no_log=False),
             )),
+            preferences=dict(type="dict", no_log=False),
         ),
         supports_check_mode=True,
     )
@@ -630,11 +643,11 @@ def main():
         _init_apt_pkg(module)
         compare = apt_pkg_compare
 
-    # Pins the caller is about to write (change.preferences): the candidates and the change are read under them.
-    change = module.params["change"]
-    overlay = tempfile.mkdtemp(prefix="gpufleet-apt-plan-") if change and change.get("preferences") else None
+    # Pins the caller is about to write (preferences): the candidates and the change are read under them.
+    change, preferences = module.params["change"], module.params["preferences"]
+    overlay = tempfile.mkdtemp(prefix="gpufleet-apt-plan-") if preferences else None
     try:
-        parts = preferences_overlay(overlay, change["preferences"]) if overlay else None
+        parts = preferences_overlay(overlay, preferences) if overlay else None
         plan = _plan(module, names, backend, compare, parts, module.params["packages"], module.params["details"])
         if change is not None and not plan["missing"]:
             def plan_for(specs):

@@ -51,6 +51,11 @@ def both_backends(fake_nvml_library, profile_tool, tmp_path, monkeypatch):
     script.chmod(0o755)
     monkeypatch.setenv("GPUFLEET_EMULATOR_CONFIG", str(config))
     monkeypatch.setenv("GPUFLEET_NVML_CONF", str(config / "nvml.conf"))
+    # Both stand-ins read persistence daemons from /proc, which shows those of test nodes' containers running
+    # beside the tests: an empty process directory instead.
+    (tmp_path / "proc").mkdir()
+    monkeypatch.setenv("GPUFLEET_EMULATOR_PROC", str(tmp_path / "proc"))
+    monkeypatch.setenv("GPUFLEET_NVML_PROC", str(tmp_path / "proc"))
     monkeypatch.setattr(gpu_facts, "loaded_module_version", lambda: "535.183.01")
 
     def gather(name, faults=None):

@@ -72,14 +72,14 @@ def record_seconds(label, seconds):
     TIMES_FILE.write_text(json.dumps(times))
 
 
-def change(host, label, settings):
-    """Check mode (reports a change, changes nothing), the change, a second run (changes nothing); returns the
-    change's output."""
+def change(host, label, settings, move):
+    """Check mode (reports a change and names the move, changes nothing), the change, a second run (changes
+    nothing); returns the change's output. move: a line check mode must print (name: from -> to)."""
     before = dpkg_fingerprint(host)
     rc, checked, check_seconds = run_role(settings, check=True)
     assert rc == 0, checked[-4000:]
     assert changed_count(checked) > 0, checked[-4000:]
-    assert "-> " in checked, checked[-4000:]                   # the moves, named, before anything moves
+    assert move in checked, checked[-4000:]
     assert dpkg_fingerprint(host) == before
     rc, output, seconds = run_role(settings)
     assert rc == 0, output[-4000:]
@@ -111,7 +111,8 @@ def installed(host):
 
 def test_a_in_branch_update_moves_every_package_of_the_release(host, installed):
     change(host, "(a) in-branch update 580.178.04 -> 580.196.07",
-           {"nvidia_driver_version": NEXT, "gpufleet_os_mirror_url": NEXT_MIRROR})
+           {"nvidia_driver_version": NEXT, "gpufleet_os_mirror_url": NEXT_MIRROR},
+           "nvidia-firmware-580-server-580.178.04: %s -> removed" % OLD_DEB)
     now = driver_packages(host)
     assert {version for version, _status in now.values()} == {NEXT_DEB}
     # The firmware is named for its release: the old one goes, the new one comes.
@@ -122,7 +123,8 @@ def test_a_in_branch_update_moves_every_package_of_the_release(host, installed):
 
 def test_d_rollback_is_the_same_plan_downwards(host, installed):
     change(host, "(d) rollback 580.196.07 -> 580.178.04",
-           {"nvidia_driver_version": OLD, "gpufleet_os_mirror_url": NEXT_MIRROR})
+           {"nvidia_driver_version": OLD, "gpufleet_os_mirror_url": NEXT_MIRROR},
+           "nvidia-dkms-580-server: %s -> %s" % (NEXT_DEB, OLD_DEB))
     now = driver_packages(host)
     assert now == installed
     assert_held_exactly(host, now)
@@ -130,7 +132,8 @@ def test_d_rollback_is_the_same_plan_downwards(host, installed):
 
 def test_c_flavour_change_to_the_open_modules(host, installed):
     output = change(host, "(c) flavour server -> open (580.178.04)",
-                    {"nvidia_driver_version": OLD, "nvidia_driver_flavour": "open", "gpufleet_os_mirror_url": NEXT_MIRROR})
+                    {"nvidia_driver_version": OLD, "nvidia_driver_flavour": "open", "gpufleet_os_mirror_url": NEXT_MIRROR},
+                    "nvidia-dkms-580-server-open: not installed -> %s" % OLD_DEB)
     now = driver_packages(host)
     for name in ("nvidia-headless-580-server", "nvidia-dkms-580-server", "nvidia-kernel-source-580-server",
                  "nvidia-headless-no-dkms-580-server"):
@@ -144,12 +147,19 @@ def test_e_a_change_killed_half_way_completes_on_the_next_run(host, installed):
     host.run_expect([0], "printf '%%s' '%s' > /usr/local/sbin/dpkg-killing-apt && chmod 755 /usr/local/sbin/dpkg-killing-apt"
                     % KILLER.replace("'", "'\\''"))
     host.run_expect([0], "echo 'Dir::Bin::dpkg \"/usr/local/sbin/dpkg-killing-apt\";' > /etc/apt/apt.conf.d/00gpufleet-test-kill-apt")
-    rc, killed, _seconds = run_role(settings)
+    try:
+        rc, killed, _seconds = run_role(settings)
+    finally:
+        host.run("rm -f /etc/apt/apt.conf.d/00gpufleet-test-kill-apt")
     assert rc != 0, killed[-3000:]
+    # the one transaction is what failed: apt-get killed after dpkg unpacked
+    assert "Move the packages in one apt transaction" in killed and "non-zero return code" in killed, killed[-3000:]
     half = host.check_output("dpkg --audit")
     assert half, "the kill left nothing half-installed: " + killed[-3000:]
-    assert not host.file("/etc/apt/apt.conf.d/00gpufleet-test-kill-apt").exists
-    output = change(host, "(e) the interrupted update, run again", settings)
+    # the holds lifted for the transaction are set again although apt died
+    held = set(host.check_output("apt-mark showhold").split())
+    assert {"nvidia-utils-580-server", "libnvidia-compute-580-server"} <= held, held
+    output = change(host, "(e) the interrupted update, run again", settings, "nvidia-headless-580-server-open: ")
     assert "An earlier run was interrupted" in output, output[-3000:]
     now = driver_packages(host)
     assert {version for version, _status in now.values()} == {NEXT_DEB}
@@ -164,7 +174,8 @@ def test_b_branch_change_to_595(host, installed):
     branch with real packages on Ubuntu 22.04). Every 580 package goes in the same transaction."""
     change(host, "(b) branch 580 -> 595 (and open -> server)",
            {"nvidia_driver_branch": "595", "nvidia_driver_version": "", "nvidia_driver_flavour": "server",
-            "gpufleet_os_mirror_url": NEXT_MIRROR})
+            "gpufleet_os_mirror_url": NEXT_MIRROR},
+           "nvidia-utils-580-server: %s -> removed" % NEXT_DEB)
     now = driver_packages(host)
     assert now and all(version.startswith("595.") for version, _status in now.values()), now
     assert not [name for name in now if "580" in name], now

@@ -25,7 +25,9 @@ def test_the_pinning_package_of_the_branch_is_installed_and_held(host):
 
 
 @pytest.mark.parametrize("name", ["cuda-drivers-535", "nvidia-fabricmanager-535", "libnvidia-nscq-535",
-                                  "nvidia-utils-535", "libnvidia-compute-535"])
+                                  "nvidia-utils-535", "libnvidia-compute-535",
+                                  # pulled in by 535's metapackages, named for the branch: the change removes them
+                                  "nvidia-dkms-535", "nvidia-kernel-common-535", "nvidia-kernel-source-535"])
 def test_old_branch_removed(host, name):
     assert not host.package(name).is_installed
 

@@ -9,6 +9,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.apt_change import (
     parse_family,
     parse_simulation,
     parse_sources,
+    problem_packages,
     release_holds,
     set_after,
     simulation_problems,
@@ -83,8 +84,10 @@ def test_the_firmware_named_for_the_other_release_is_obsolete():
 def test_other_branches_by_pattern():
     family = {"nvidia-utils-580-server": {"version": "580.178.04-0ubuntu0.22.04.1"},
               "nvidia-utils-595-server": {"version": "595.112.07-0ubuntu0.22.04.1"},
-              "nvidia-driver-pinning-595.91.07": {"version": "595.91.07-1"}}
-    pattern = "(^|-)(?!595)[0-9]{3}(-|$)"
+              "nvidia-driver-pinning-595.91.07": {"version": "595.91.07-1"},
+              "linux-modules-nvidia-595-server-5.15.0-580-generic": {"version": "5.15.0-580.1"}}
+    # the role's known branches but the chosen one, as a word not after a version (the kernel ABI 580 is not)
+    pattern = "(^|(?<![0-9.])-)(535|550|570|580|590)(-|$)"
     # another branch's name, and NVIDIA's locking package of another release of the branch
     assert obsolete_packages(family, set(), {"595.112.07"}, [pattern]) == [
         "nvidia-driver-pinning-595.91.07", "nvidia-utils-580-server"]
@@ -106,12 +109,33 @@ def test_the_transaction_names_the_family_and_leaves_new_dependencies_to_apt():
                               "nvidia-kernel-source-580-server-"]
 
 
-@pytest.mark.parametrize("name", ["jammy-580-unmet-without-pin.txt", "jammy-580-held-broken.txt"])
-def test_apt_refusals_are_problems(name):
+@pytest.mark.parametrize("name, kind, packages", [
+    ("jammy-580-unmet-without-pin.txt", "Depends", ["libnvidia-nscq-580", "nvidia-fabricmanager-580", "nvidia-utils-580-server"]),
+    ("jammy-580-held-broken.txt", "Conflicts", ["nvidia-dkms-580-server", "nvidia-dkms-580-server-open",
+                                                "nvidia-headless-580-server", "nvidia-headless-580-server-open",
+                                                "nvidia-kernel-source-580-server", "nvidia-kernel-source-580-server-open"]),
+])
+def test_apt_refusals_are_problems_naming_the_packages(name, kind, packages):
     problems = simulation_problems(read(name))
     assert problems[-1].startswith("E: ")
-    assert any(": Depends: " in line or ": Conflicts: " in line for line in problems) or name.endswith("held-broken.txt")
+    assert all(": %s: " % kind in line for line in problems[:-1]), problems
+    assert problem_packages(problems) == packages
     assert parse_simulation(read(name)) == {"install": {}, "remove": {}}
+
+
+def test_foreign_architectures_keep_their_qualifier():
+    text = ("libnvidia-compute-580-server:amd64\tnvidia-graphics-drivers-580-server\t%s\thi \n"
+            "libnvidia-compute-580-server:i386\tnvidia-graphics-drivers-580-server\t%s\thi \n" % (OLD, OLD))
+    assert sorted(parse_family(text, SOURCES, native="amd64")) == [
+        "libnvidia-compute-580-server", "libnvidia-compute-580-server:i386"]
+    simulated = parse_simulation("Remv libnvidia-compute-580-server:i386 [%s]\n" % OLD)
+    assert transaction({}, simulated) == ["libnvidia-compute-580-server:i386-"]
+
+
+def test_a_version_counts_only_as_a_word_of_the_name():
+    """Branch 58 would be a substring of libnvidia-nscq-580; only -58 ending the name counts."""
+    family = {"libnvidia-nscq-580": {"version": "58-1"}, "nvidia-firmware-58": {"version": "58-1"}}
+    assert obsolete_packages(family, set(), {"59"}) == ["nvidia-firmware-58"]
 
 
 @pytest.mark.parametrize("version, expected", [
