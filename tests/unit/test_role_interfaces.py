@@ -35,7 +35,7 @@ def prefix(role):
     return "nvidia_repo_" if role.name == "_nvidia_repo" else role.name + "_"
 
 
-INTERNAL_WITHOUT_SPEC = ("_apt", "_common")
+INTERNAL_WITHOUT_SPEC = ("_apt", "_common", "_pkg")
 
 
 def test_every_role_has_an_argument_spec():
@@ -107,7 +107,8 @@ def test_nvidia_repository_has_one_owner():
             assert old not in text, (path, old)
 
 
-INTERNAL_ENTRY_POINTS = {"_apt": ["source", "packages", "upgrade_guard"], "_common": ["platform"], "_nvidia_repo": ["main"]}
+INTERNAL_ENTRY_POINTS = {"_apt": ["source", "packages", "change", "holds", "upgrade_guard"], "_common": ["platform"],
+                         "_nvidia_repo": ["main"], "_pkg": ["dispatch"]}
 
 
 @pytest.mark.parametrize("role", sorted(INTERNAL_ENTRY_POINTS), ids=str)

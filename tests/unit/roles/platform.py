@@ -70,9 +70,26 @@ def platform_file(role, facts):
     raise AssertionError("no vars/default.yml in %s" % role)
 
 
+def common_host(facts):
+    """_common_host, the result _common's platform entry point sets before any role reads it (rendered from its
+    own vars, as its set_fact task does)."""
+    task = next(task for task in load(ROLES / "_common" / "tasks" / "platform.yml")
+                if "ansible.builtin.set_fact" in task)
+    variables = dict(trusted(common_vars()), ansible_facts=facts)
+    return templar(variables).template(trusted(task["ansible.builtin.set_fact"]["_common_host"]))
+
+
+def nvidia_repo_path(facts, **settings):
+    """_nvidia_repo_path, the result of gpufleet.node._nvidia_repo's entry point path (rendered from its own data
+    and ``settings`` such as nvidia_repo_url, as its set_fact task does)."""
+    task = next(task for task in load(ROLES / "_nvidia_repo" / "tasks" / "path.yml")
+                if "ansible.builtin.set_fact" in task)
+    return render("_nvidia_repo", facts, task["ansible.builtin.set_fact"]["_nvidia_repo_path"], **settings)
+
+
 def role_variables(role, facts, **overrides):
     """The role's defaults, vars/main.yml and platform file (trusted, as Ansible loads them), then ``overrides``."""
-    variables = {}
+    variables = {"_common_host": common_host(facts)}
     for path in (ROLES / role / "defaults" / "main.yml", ROLES / role / "vars" / "main.yml", platform_file(role, facts)):
         if path.is_file():
             variables.update(trusted(load(path)))

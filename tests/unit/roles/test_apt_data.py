@@ -41,9 +41,11 @@ SKIPPED = {"changed": False, "skipped": True, "skip_reason": "Conditional result
 
 
 def apt_variables(**overrides):
-    """_apt's defaults and vars/main.yml (trusted, as Ansible loads a role's files), then ``overrides``."""
+    """The package seam's defaults (gpufleet.node._pkg, which includes _apt), _apt's defaults and vars/main.yml
+    (trusted, as Ansible loads a role's files), then ``overrides``."""
     variables = {}
-    for path in (ROLES / "_apt" / "defaults" / "main.yml", ROLES / "_apt" / "vars" / "main.yml"):
+    for path in (ROLES / "_pkg" / "defaults" / "main.yml", ROLES / "_apt" / "defaults" / "main.yml",
+                 ROLES / "_apt" / "vars" / "main.yml"):
         variables.update(trusted(load(path)))
     variables.update(overrides)
     return variables
@@ -58,7 +60,7 @@ def rescue_state(result, again=None, caller="gpufleet.node.nvidia_driver", **ove
     the role computes them), the second download's result (skipped unless given), the calling role."""
     last = again if again is not None else result
     state = {"ansible_failed_result": result, "__apt_fetch_again": again if again is not None else SKIPPED,
-             "__apt_plan": PLAN, "__apt_fetch_failures": apt_fetch_failures(last, PLAN["packages"]),
+             "_pkg_plan": PLAN, "__apt_fetch_failures": apt_fetch_failures(last, PLAN["packages"]),
              "ansible_parent_role_names": [caller] if caller else []}
     state.update(overrides)
     return state
@@ -73,7 +75,7 @@ def fetch_tasks():
 
 
 def test_the_download_resolves_as_the_install_does_and_changes_nothing():
-    argv = render("{{ __apt_fetch_argv }}", __apt_plan=PLAN)
+    argv = render("{{ __apt_fetch_argv }}", _pkg_plan=PLAN)
     assert argv == ["apt-get", "install", "--download-only", "-y", "--no-install-recommends",
                     "--allow-change-held-packages", "--allow-downgrades", "-o", "Dpkg::Use-Pty=0",
                     "-o", "Acquire::Retries=3"] + PLAN["install"]
@@ -81,7 +83,7 @@ def test_the_download_resolves_as_the_install_does_and_changes_nothing():
                    if "ansible.builtin.apt" in task)["ansible.builtin.apt"]
     # The same choices as the install task, so that apt fetches what the install then takes from its cache.
     assert install["install_recommends"] is False and install["allow_change_held_packages"] is True
-    assert install["allow_downgrade"] is True and install["name"] == "{{ __apt_plan.install }}"
+    assert install["allow_downgrade"] is True and install["name"] == "{{ _pkg_plan.install }}"
 
 
 def test_the_download_comes_after_the_checks_and_before_the_install_and_not_in_check_mode():
@@ -98,11 +100,11 @@ def test_the_download_comes_after_the_checks_and_before_the_install_and_not_in_c
 
 def test_the_tries_stop_at_once_for_a_refused_file_and_are_bounded():
     download = fetch_tasks()[0]["block"][0]
-    assert download["retries"] == "{{ _apt_fetch_retries }}" and download["delay"] == "{{ _apt_fetch_delay }}"
+    assert download["retries"] == "{{ _pkg_fetch_retries }}" and download["delay"] == "{{ _pkg_fetch_delay }}"
     assert download["changed_when"] is False
     assert "rejectattr('kind', 'equalto', 'transient')" in download["until"]
-    defaults = load(ROLES / "_apt" / "defaults" / "main.yml")
-    assert (defaults["_apt_fetch_retries"], defaults["_apt_fetch_delay"], defaults["_apt_fetch_acquire_retries"]) == (
+    defaults = load(ROLES / "_pkg" / "defaults" / "main.yml")
+    assert (defaults["_pkg_fetch_retries"], defaults["_pkg_fetch_delay"], defaults["_pkg_fetch_acquire_retries"]) == (
         3, 10, 3)
 
 

@@ -4,8 +4,8 @@ CUDA release against each toolkit (minor-version compatibility within a major re
 that keep the distribution's own builds out."""
 import pytest
 
-from .platform import (ROLES, apt_stanzas, facts_for, failures_that_fire, load, render, render_template, task_fires,
-                       task_message)
+from .platform import (ROLES, apt_stanzas, facts_for, failures_that_fire, load, nvidia_repo_path, render,
+                       render_template, task_fires, task_message)
 
 PREFLIGHT = "preflight.yml"
 REPO_CHECK = "Check that NVIDIA's repository has every toolkit release on this platform's path"
@@ -21,17 +21,23 @@ PLATFORMS = {"debian12": DEBIAN_12, "ubuntu2004": UBUNTU_20, "ubuntu2204": UBUNT
 
 def repo_distro(facts):
     """The distribution part of NVIDIA's repository path, as gpufleet.node._nvidia_repo computes it (not copied)."""
-    return render("_nvidia_repo", facts, "{{ __nvidia_repo_distro }}")
+    return nvidia_repo_path(facts)["distro"]
+
+
+def with_path(facts, settings):
+    """``settings`` with _nvidia_repo_path as _nvidia_repo's entry point path returns it for them (the repository
+    settings are _nvidia_repo's; cuda reads only the result)."""
+    repo = {name: settings[name] for name in ("nvidia_repo_url", "nvidia_repo_manage") if name in settings}
+    settings.setdefault("_nvidia_repo_path", nvidia_repo_path(facts, **repo))
+    return settings
 
 
 def cuda(facts, expression, **settings):
-    settings.setdefault("__nvidia_repo_distro", repo_distro(facts))
-    return render("cuda", facts, "{{ %s }}" % expression, **settings)
+    return render("cuda", facts, "{{ %s }}" % expression, **with_path(facts, settings))
 
 
 def repo_check(facts, **settings):
-    settings.setdefault("__nvidia_repo_distro", repo_distro(facts))
-    return task_fires("cuda", PREFLIGHT, REPO_CHECK, facts, **settings)
+    return task_fires("cuda", PREFLIGHT, REPO_CHECK, facts, **with_path(facts, settings))
 
 
 @pytest.mark.parametrize("path, facts", PLATFORMS.items())
@@ -48,14 +54,14 @@ def test_first_release_on_each_path(path, first):
 def test_the_table_describes_nvidia_repo_s_default_url():
     """The first releases describe NVIDIA's repository, which is _nvidia_repo's default URL."""
     default_url = load(ROLES / "_nvidia_repo" / "defaults" / "main.yml")["nvidia_repo_url"]
-    assert load(ROLES / "cuda" / "vars" / "Debian.yml")["__cuda_repo_first_releases_url"] == default_url
+    assert load(ROLES / "_nvidia_repo" / "vars" / "main.yml")["__nvidia_repo_nvidia_url"] == default_url
 
 
 def test_cuda_12_1_is_refused_on_debian_12_before_anything_changes():
     """The default cuda_version (12.1) is not in NVIDIA's debian12 repository: the preflight says so."""
     assert cuda(DEBIAN_12, "__cuda_repo_too_old") == ["12.1"]
     assert repo_check(DEBIAN_12)
-    message = task_message("cuda", PREFLIGHT, REPO_CHECK, DEBIAN_12, __nvidia_repo_distro="debian12")
+    message = task_message("cuda", PREFLIGHT, REPO_CHECK, DEBIAN_12, **with_path(DEBIAN_12, {}))
     assert "no CUDA 12.1 for debian12" in message
     assert "starts at CUDA 12.3" in message
     assert "12.3 or newer" in message and "nvidia_repo_url" in message
@@ -89,7 +95,7 @@ def test_nvidia_s_url_set_explicitly_is_still_nvidia_s():
 
 
 def test_an_unknown_path_is_not_checked():
-    assert cuda(DEBIAN_12, "__cuda_repo_first_release", __nvidia_repo_distro="debian13") == ""
+    assert nvidia_repo_path(DEBIAN_12, __nvidia_repo_distro="debian13")["first_cuda_release"] == ""
 
 
 def gpu(cuda_driver_version, driver_version="535.183.01"):
@@ -156,6 +162,6 @@ def test_preferences_without_cudnn():
 @pytest.mark.parametrize("versions, refused", [(["12.4"], False), (["12.1", "12.8"], False), (["13.0"], True)])
 def test_preflight_refuses_only_a_newer_major_release(versions, refused):
     """Whatever the checks are called: a 12.x toolkit on a driver that reports 12.2 is not refused."""
-    settings = {"cuda_version": versions[0], "cuda_additional_versions": versions[1:], "nvidia_repo_manage": False,
-                "__nvidia_repo_distro": "ubuntu2204"}
+    settings = with_path(UBUNTU_22, {"cuda_version": versions[0], "cuda_additional_versions": versions[1:],
+                                     "nvidia_repo_manage": False})
     assert bool(failures_that_fire("cuda", PREFLIGHT, gpu("12.2"), **settings)) == refused

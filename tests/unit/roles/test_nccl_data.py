@@ -1,9 +1,9 @@
 """gpufleet.node.nccl's apt preferences and its check of the CUDA release against NVIDIA's repository path, rendered
-as the role renders them. The first CUDA release per path is gpufleet.node.cuda's platform data, which nccl's
-preflight loads (rendered here together, as after that load)."""
+as the role renders them. The first CUDA release per path is gpufleet.node._nvidia_repo's result _nvidia_repo_path,
+which nccl's preflight asks for (rendered here from _nvidia_repo's data, as after that call)."""
 import pytest
 
-from .platform import apt_stanzas, facts_for, render, render_template, role_variables, task_fires, task_message
+from .platform import apt_stanzas, facts_for, nvidia_repo_path, render, render_template, task_fires, task_message
 
 PREFLIGHT = "preflight.yml"
 REPO_CHECK = "Check that NVIDIA's repository has NCCL for the CUDA release on this platform's path"
@@ -12,12 +12,9 @@ UBUNTU_22 = facts_for("Ubuntu", "22.04")
 
 
 def loaded(facts, **settings):
-    """What nccl's preflight has after loading _nvidia_repo's path and the cuda role's platform data."""
-    cuda_data = {name: value for name, value in role_variables("cuda", facts).items()
-                 if name.startswith("__cuda_repo_first_release")}
-    cuda_data["__nvidia_repo_distro"] = render("_nvidia_repo", facts, "{{ __nvidia_repo_distro }}")
-    cuda_data.update(settings)
-    return cuda_data
+    """What nccl's preflight has after _nvidia_repo's entry point path returned _nvidia_repo_path."""
+    repo = {name: settings[name] for name in ("nvidia_repo_url", "nvidia_repo_manage") if name in settings}
+    return dict(settings, _nvidia_repo_path=nvidia_repo_path(facts, **repo))
 
 
 @pytest.mark.parametrize("facts, settings, refused", [

@@ -77,7 +77,7 @@ def test_facts_cover_the_list():
 def test_release_tables_cover_the_list():
     """Data kept per release: the first CUDA release NVIDIA's repository has on each platform's path (the path as
     _nvidia_repo computes it), and each Ubuntu release's GA kernel series (baseline's HWE headers metapackage)."""
-    first_releases = load(ROLES / "cuda" / "vars" / "Debian.yml")["__cuda_repo_first_releases"]
+    first_releases = load(ROLES / "_nvidia_repo" / "vars" / "main.yml")["__nvidia_repo_first_cuda_releases"]
     ga_kernels = load(ROLES / "baseline" / "vars" / "Ubuntu.yml")["__baseline_ubuntu_ga_kernels"]
     for platform in PLATFORMS:
         facts = facts_for(platform["distribution"], platform["version"])

@@ -27,7 +27,8 @@ from .conftest import ROOT
 
 
 def first_releases():
-    return yaml.safe_load((ROOT / "roles" / "cuda" / "vars" / "Debian.yml").read_text())["__cuda_repo_first_releases"]
+    return yaml.safe_load((ROOT / "roles" / "_nvidia_repo" / "vars" / "main.yml").read_text())[
+        "__nvidia_repo_first_cuda_releases"]
 
 
 def release_of_toolkit(name):
