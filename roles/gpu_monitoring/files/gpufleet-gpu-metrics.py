@@ -6,11 +6,12 @@
     python3 gpufleet-gpu-metrics.py /etc/gpufleet/gpu-metrics.json
 
 Gathers the GPU facts with the collection's own code (gpu_facts' gather: NVML or nvidia-smi), judges them with the
-collection's health gates (gpufleet_node_health, the verdict validate.yml gives) and writes the metrics
-(module_utils/gpu_metrics.py's render) atomically to the settings' ``textfile``. The code lies beside this file
-under ansible_collections/gpufleet/node, where the role copies it. No Ansible on the node: the health gates' one
-Ansible import, ansible.errors.AnsibleFilterError, is stood in for by a plain exception class when Ansible is
-absent. A node without a GPU or driver gets metrics that say so (gpufleet_gpu_facts_ok 0 with the state).
+collection's health gates (module_utils/health.py, the verdict validate.yml gives through the filter
+gpufleet_node_health) and writes the metrics (module_utils/gpu_metrics.py's render) atomically to the settings'
+``textfile``. The code lies beside this file under ansible_collections/gpufleet/node, where the role copies it
+(the files its vars list as ``__gpu_monitoring_code``): module_utils only, standard library and nothing of Ansible,
+which the node does not have. A node without a GPU or driver gets metrics that say so (gpufleet_gpu_facts_ok 0
+with the state).
 """
 import json
 import os
@@ -18,20 +19,11 @@ import socket
 import subprocess
 import sys
 import time
-import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-try:
-    import ansible.errors  # noqa: F401  pylint: disable=unused-import
-except ImportError:
-    _ERRORS = types.ModuleType("ansible.errors")
-    _ERRORS.AnsibleFilterError = type("AnsibleFilterError", (Exception,), {})
-    sys.modules.setdefault("ansible", types.ModuleType("ansible"))
-    sys.modules["ansible.errors"] = _ERRORS
-
-from ansible_collections.gpufleet.node.plugins.filter.fleet import gpufleet_node_health  # noqa: E402
 from ansible_collections.gpufleet.node.plugins.module_utils import gpu_inventory, gpu_metrics  # noqa: E402
+from ansible_collections.gpufleet.node.plugins.module_utils.health import gpufleet_node_health  # noqa: E402
 
 
 def fabricmanager_active():

@@ -38,7 +38,7 @@ SUCCESS, UNINITIALIZED, INVALID_ARGUMENT, NOT_SUPPORTED = 0, 1, 2, 3
 NOT_FOUND, INSUFFICIENT_SIZE, DRIVER_NOT_LOADED, FUNCTION_NOT_FOUND, GPU_IS_LOST = 6, 7, 9, 13, 15
 LIB_RM_VERSION_MISMATCH = 18
 
-# The NVML functions of the shared contract (plugins/module_utils/nvml.py's FUNCTIONS adds to them).
+# The NVML functions of the shared contract (plugins/module_utils/nvml_bindings.py's FUNCTIONS adds to them).
 CONTRACT_FUNCTIONS = (
     "nvmlInit_v2 nvmlShutdown nvmlErrorString nvmlSystemGetDriverVersion nvmlSystemGetNVMLVersion "
     "nvmlSystemGetCudaDriverVersion_v2 nvmlDeviceGetCount_v2 nvmlDeviceGetHandleByIndex_v2 nvmlDeviceGetName "
@@ -190,10 +190,10 @@ def child_call(library_path, conf, body, timeout):
 
 
 def test_exports_every_function_the_binding_calls(library_path):
-    tree = ast.parse((ROOT / "plugins" / "module_utils" / "nvml.py").read_text())
+    tree = ast.parse((ROOT / "plugins" / "module_utils" / "nvml_bindings.py").read_text())
     binding = [ast.literal_eval(node.value) for node in ast.walk(tree) if isinstance(node, ast.Assign)
                and any(getattr(target, "id", None) == "FUNCTIONS" for target in node.targets)]
-    assert binding, "plugins/module_utils/nvml.py has no FUNCTIONS tuple"
+    assert binding, "plugins/module_utils/nvml_bindings.py has no FUNCTIONS tuple"
     printed = subprocess.run(["objdump", "-T", str(library_path)], check=True, capture_output=True, text=True).stdout
     exported = {line.split()[-1] for line in printed.splitlines() if " .text" in line}
     missing = sorted((set(CONTRACT_FUNCTIONS) | set(binding[0])) - exported)

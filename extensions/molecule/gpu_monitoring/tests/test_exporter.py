@@ -42,9 +42,10 @@ def test_the_collector_runs_on_its_timer(host, textfile_directory):
 
 def test_the_collectors_code_is_the_collections(host):
     base = "/usr/local/lib/gpufleet/ansible_collections/gpufleet/node/plugins"
-    for name in ("module_utils/gpu_inventory.py", "module_utils/nvml.py", "module_utils/nvidia_smi.py",
-                 "module_utils/gpu_metrics.py", "module_utils/process.py", "filter/fleet.py"):
-        assert host.file("%s/%s" % (base, name)).is_file, name
+    for name in ("gpu_inventory", "gpu_metrics", "health", "nvidia_smi", "nvml", "nvml_bindings", "nvml_child",
+                 "nvml_constants", "nvml_convert", "process"):
+        assert host.file("%s/module_utils/%s.py" % (base, name)).is_file, name
+    assert not host.file(base + "/filter").exists     # removed: the health gates are module_utils/health.py
     assert not host.exists("ansible") and host.run("python3 -c 'import ansible'").rc != 0
 
 

@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from ansible_collections.gpufleet.node.plugins.module_utils import gpu_metrics
 
@@ -297,15 +298,15 @@ COLLECTOR_HOSTNAMES = [({"hostname_label": False, "hostname": "ignored"}, None),
 
 
 def run_collector(tmp_path, settings_values, env_values=None):
-    """The role's collector, laid out as the role installs it (namespace packages), run by a Python without Ansible
-    on the emulated node both_backends set up; returns the samples it wrote."""
+    """The role's collector, laid out as the role installs it (the files of its __gpu_monitoring_code in namespace
+    packages), run by a Python without Ansible on the emulated node both_backends set up; returns the samples it
+    wrote."""
     lib = tmp_path / "lib"
     node = lib / "ansible_collections" / "gpufleet" / "node"
-    for package in (node / "plugins" / "module_utils", node / "plugins" / "filter"):
-        package.mkdir(parents=True)   # namespace packages, no __init__.py: as the role lays them out
-    for name in ("gpu_inventory", "gpu_metrics", "nvml", "nvidia_smi", "process"):
-        shutil.copy(ROOT / "plugins" / "module_utils" / (name + ".py"), node / "plugins" / "module_utils")
-    shutil.copy(ROOT / "plugins" / "filter" / "fleet.py", node / "plugins" / "filter")
+    role_vars = yaml.safe_load((ROOT / "roles" / "gpu_monitoring" / "vars" / "main.yml").read_text(encoding="utf-8"))
+    for path in role_vars["__gpu_monitoring_code"]:
+        (node / path).parent.mkdir(parents=True, exist_ok=True)   # namespace packages, no __init__.py
+        shutil.copy(ROOT / path, node / path)
     shutil.copy(COLLECTOR, lib / COLLECTOR.name)
     textfile = tmp_path / "textfile" / "gpufleet-gpu.prom"
     textfile.parent.mkdir()
@@ -328,8 +329,8 @@ def run_collector(tmp_path, settings_values, env_values=None):
 @pytest.mark.parametrize("hostname_settings, label", COLLECTOR_HOSTNAMES, ids=["no-label", "given", "own"])
 def test_the_collector_runs_without_ansible(both_backends, tmp_path, hostname_settings, label):
     """The role's collector run by a Python without Ansible: gathers with the collection's code, judges with the
-    health gates (ansible.errors stood in for) and writes the file, every sample's Hostname label the one the
-    settings say."""
+    health gates (module_utils/health.py) and writes the file, every sample's Hostname label the one the settings
+    say."""
     both_backends("pcie-4gpu", {"gpus": {"2": {"temperature_c": 88}}})
     samples = run_collector(tmp_path, hostname_settings)
     assert value(samples, "DCGM_FI_DEV_GPU_TEMP", 2) == 88
