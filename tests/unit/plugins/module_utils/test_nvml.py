@@ -9,9 +9,11 @@ product_architecture "Ada Lovelace"; -q's fabric "In Progress" with status N/A w
 finished). NVML_TOPOLOGY_INTERNAL is PIX: nvidia-smi's own help for ``topo -n`` names path 0 "a single PCIe
 switch on a dual GPU board", which topo -m's legend calls PIX (at most a single PCIe bridge).
 """
+import ast
 import importlib.util
 import json
 import pathlib
+import re
 import shutil
 import subprocess
 import time
@@ -20,6 +22,7 @@ import pytest
 
 from ansible_collections.gpufleet.node.plugins.module_utils import nvidia_smi
 from ansible_collections.gpufleet.node.plugins.module_utils import nvml
+from ansible_collections.gpufleet.node.plugins.module_utils import nvml_bindings
 
 
 # --- return codes and states ------------------------------------------------------------------------------
@@ -225,6 +228,21 @@ def test_topology_matrix_nvlink_first_then_pcie_levels_either_order():
 def test_functions_are_unique_nvml_symbols():
     assert len(set(nvml.FUNCTIONS)) == len(nvml.FUNCTIONS)
     assert all(name.startswith("nvml") for name in nvml.FUNCTIONS)
+
+
+def test_functions_are_the_calls_the_binding_makes():
+    """FUNCTIONS (what a stand-in library must export) names every NVML function nvml_bindings.py calls by name, and
+    nothing it does not call."""
+    path = pathlib.Path(nvml_bindings.__file__)
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    (listed,) = [node.value for node in tree.body if isinstance(node, ast.Assign)
+                 and [getattr(target, "id", None) for target in node.targets] == ["FUNCTIONS"]]
+    in_the_tuple = set(id(node) for node in ast.walk(listed))
+    called = set(node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and id(node) not in in_the_tuple
+                 and isinstance(node.value, str) and re.match(r"^nvml(Init|Shutdown|ErrorString|System|Device)\w*$", node.value))
+    assert called and set(nvml.FUNCTIONS) == set(nvml_bindings.FUNCTIONS)
+    assert {"not in FUNCTIONS": sorted(called - set(nvml.FUNCTIONS)), "never called": sorted(set(nvml.FUNCTIONS) - called)} == {
+        "not in FUNCTIONS": [], "never called": []}
 
 
 # --- gather() against the fake libnvidia-ml.so.1 of the emulated GPUs -------------------------------------
