@@ -21,6 +21,7 @@ INTERFACE_NAME = re.compile(r"(?<![\w.])(_(?:pkg|common|nvidia_repo|apt)_[a-z0-9
 OUTPUTS = {
     "_pkg_plan": ("_pkg", "_apt"),     # entry points packages and change: what was planned and what dpkg has
     "_common_host": ("_common", "_common"),  # entry point platform: what kind of host this is
+    "_common_state_dir": ("_common", "_common"),  # entry point state_dir: whether the records' directory was made
     "_nvidia_repo_path": ("_nvidia_repo", "_nvidia_repo"),  # entry points path and main: its path for this host
 }
 # Keys that set a name in a task.

@@ -75,12 +75,12 @@ PLAN = {"missing": [], "packages": {}}
 def test_preflight_refuses_what_apt_lacks(missing, running, metapackage):
     facts = facts_for("Ubuntu", "22.04", kernel="6.8.0-40-generic")
     plan = {"__baseline_headers_plan": dict(PLAN, missing=missing)}
-    assert task_fires("baseline", "preflight.yml", "Check that a package provides the running kernel's headers",
+    assert task_fires("baseline", "headers-Debian.yml", "Check that a package provides the running kernel's headers",
                       facts, **plan) == running
     name = "Check that apt offers the headers metapackage of the running kernel's flavour"
-    assert task_fires("baseline", "preflight.yml", name, facts, **plan) == metapackage
+    assert task_fires("baseline", "headers-Debian.yml", name, facts, **plan) == metapackage
     if metapackage:
-        message = task_message("baseline", "preflight.yml", name, facts, **plan)
+        message = task_message("baseline", "headers-Debian.yml", name, facts, **plan)
         assert "apt offers no linux-headers-generic-hwe-22.04" in message
         assert "6.8.0-40-generic (flavour generic)" in message and "baseline_kernel_headers_metapackage" in message
 

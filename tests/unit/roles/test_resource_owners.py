@@ -11,9 +11,9 @@ import re
 import pytest
 import yaml
 
-from .roles.platform import facts_for, load, role_variables, templar, trusted
+from .platform import facts_for, load, role_variables, templar, trusted
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 ROLES = ROOT / "roles"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 # The modules that write a path on the node, and the option that names it.
