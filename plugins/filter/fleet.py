@@ -61,7 +61,6 @@ def gpufleet_version_drift(nodes, keys=("driver", "cuda", "nccl", "torch")):
     return drift
 
 
-
 class FilterModule(object):
     """gpufleet.node fleet filters."""
 

@@ -324,7 +324,6 @@ def gpufleet_report_node(host_vars):
         raise AnsibleFilterError("gpufleet_report_node needs a host's vars after fleet_facts.yml (missing %s)" % exc)
 
 
-
 class FilterModule(object):
     """gpufleet.node report filters."""
 

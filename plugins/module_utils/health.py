@@ -104,13 +104,13 @@ def _threshold_value(name, kind, value):
                 _known_int(item) and item > 0 or isinstance(item, str) and item.isdigit() for item in value):
             return sorted(set(int(item) for item in value))
         raise HealthError("%s must be a list of Xid numbers (whole numbers > 0; [] turns the gate off), not %r"
-                                 % (full, value))
+                          % (full, value))
     if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
         raise HealthError("%s must be a list of clock event reasons, not %r" % (full, value))
     unknown = [item for item in value if item not in CLOCK_EVENT_REASONS]
     if unknown:
         raise HealthError("%s: unknown clock event reason %s (known: %s)"
-                                 % (full, ", ".join(unknown), ", ".join(CLOCK_EVENT_REASONS)))
+                          % (full, ", ".join(unknown), ", ".join(CLOCK_EVENT_REASONS)))
     return sorted(set(value))
 
 
@@ -121,13 +121,13 @@ def gpufleet_health_thresholds(overrides=None):
         overrides = {}
     if not isinstance(overrides, dict):
         raise HealthError("gpufleet_health_thresholds expects a mapping of gpufleet_health_* variables, not %r"
-                                 % (overrides,))
+                          % (overrides,))
     resolved = dict((name, _threshold_value(name, kind, default)) for name, (kind, default) in THRESHOLDS.items())
     for key, value in overrides.items():
         name = key[len(PREFIX):] if isinstance(key, str) and key.startswith(PREFIX) else key
         if name not in THRESHOLDS:
             raise HealthError("unknown health threshold %s (known: %s)"
-                                     % (key, ", ".join(PREFIX + known for known in sorted(THRESHOLDS))))
+                              % (key, ", ".join(PREFIX + known for known in sorted(THRESHOLDS))))
         resolved[name] = _threshold_value(name, THRESHOLDS[name][0], value)
     return resolved
 

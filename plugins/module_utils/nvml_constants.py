@@ -134,7 +134,7 @@ RECOVERY_ACTIONS = {0: "none", 1: "gpu_reset", 2: "node_reboot", 3: "drain_p2p",
 # GPU_RESET and NODE_REBOOT (a reboot resets the GPU too) a reset, DRAIN_AND_RESET both. DRAIN_P2P (stop
 # peer-to-peer work, then read the action again) and RECOVER_IMEX_DOMAIN do not answer the two questions: None.
 RESET_BY_ACTION = {"none": (False, False), "gpu_reset": (True, None), "node_reboot": (True, None),
-                    "drain_and_reset": (True, True)}
+                   "drain_and_reset": (True, True)}
 
 # nvmlValueType_t -> the member of nvmlValue_t that holds the value.
 VALUE_MEMBER = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}

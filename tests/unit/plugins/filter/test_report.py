@@ -38,12 +38,12 @@ def parse(svg):
 def eight_gpus(nvswitch):
     gpus = ["GPU%d" % i for i in range(8)]
     gpu = facts(gpus=gpus, nvswitch=nvswitch,
-                  nvlink_pair_list=[[a, b, 12] for i, a in enumerate(gpus) for b in gpus[i + 1:]],
-                  nvlink=dict((g, [{"link": n, "active": True} for n in range(12)]) for g in gpus),
-                  numa_affinity=dict((g, "0" if i < 4 else "1") for i, g in enumerate(gpus)),
-                  cpu_affinity=dict((g, "0-23" if i < 4 else "24-47") for i, g in enumerate(gpus)),
-                  gpu_nic={"GPU0": {"mlx5_0": "PIX", "mlx5_1": "SYS"}, "GPU1": {"mlx5_0": "PXB", "mlx5_1": "SYS"},
-                           "GPU4": {"mlx5_0": "SYS", "mlx5_1": "PXB"}})
+                nvlink_pair_list=[[a, b, 12] for i, a in enumerate(gpus) for b in gpus[i + 1:]],
+                nvlink=dict((g, [{"link": n, "active": True} for n in range(12)]) for g in gpus),
+                numa_affinity=dict((g, "0" if i < 4 else "1") for i, g in enumerate(gpus)),
+                cpu_affinity=dict((g, "0-23" if i < 4 else "24-47") for i, g in enumerate(gpus)),
+                gpu_nic={"GPU0": {"mlx5_0": "PIX", "mlx5_1": "SYS"}, "GPU1": {"mlx5_0": "PXB", "mlx5_1": "SYS"},
+                         "GPU4": {"mlx5_0": "SYS", "mlx5_1": "PXB"}})
     gpu["pci"]["nvswitches"] = 6 if nvswitch else 0
     return gpu
 
@@ -80,7 +80,7 @@ def test_svg_draws_no_nics_where_the_backend_gives_none():
 
 def test_svg_bonds_match_the_pairs_and_mark_inactive_links():
     gpu = facts(gpus=["GPU0", "GPU1", "GPU2", "GPU3"], nvlink_pair_list=[["GPU0", "GPU1", 4], ["GPU2", "GPU3", 3]],
-                  nvlink_gpus_all_inactive=["GPU1"])
+                nvlink_gpus_all_inactive=["GPU1"])
     gpu["topology"]["nvlink"]["GPU2"] = [{"link": 3, "active": False}]
     svg = gpufleet_topology_svg(gpu, "node <1>")
     root, bonds = parse(svg)
