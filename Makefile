@@ -6,11 +6,11 @@ TOOLS := tools
 # own scenario (tools/infra-repo.sh), and newest-core, the newest ansible-core on the collection (tools/newest-core.sh).
 SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard extensions/molecule/*/molecule.yml)))) infra-repo newest-core
 
-.PHONY: help test demo bench bench-env lint yamllint ansible-lint actionlint sanity unit molecule infra-repo newest-core build-check clean \
+.PHONY: help test demo bench bench-env lint yamllint ansible-lint actionlint docs sanity unit molecule infra-repo newest-core build-check clean \
         host-deps venv collections dockerd image mirror snapshot wheelhouse fake-nvml
 
 help:
-	@echo "make test    every check: yamllint, ansible-lint, actionlint, ansible-test sanity, unit tests, Molecule ($(SCENARIOS))"
+	@echo "make test    every check: yamllint, ansible-lint, actionlint, docs, ansible-test sanity, unit tests, Molecule ($(SCENARIOS))"
 	@echo "make demo    bring up a local fleet of node containers, run playbooks/site.yml, print a summary"
 	@echo "make bench   benchmarks (not part of make test), written to docs/benchmarks.md"
 	@echo "make clean   remove demo containers and the project cache (the node image stays cached)"
@@ -39,13 +39,15 @@ bench-env: venv collections image mirror snapshot wheelhouse fake-nvml
 test:
 	@$(TOOLS)/test.sh
 
-lint: yamllint ansible-lint actionlint
+lint: yamllint ansible-lint actionlint docs
 yamllint: venv
 	@$(TOOLS)/run.sh yamllint
 ansible-lint: collections
 	@$(TOOLS)/run.sh ansible-lint
 actionlint: host-deps
 	@$(TOOLS)/actionlint.sh
+docs: venv   # the role READMEs' variables and CHANGELOG.md are up to date; the changelog fragments are valid
+	@$(TOOLS)/run.sh docs
 sanity: host-deps collections
 	@$(TOOLS)/run.sh sanity
 unit: venv

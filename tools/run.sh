@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs one family of checks of `make test`; each says what it does and how long it took.
-#   tools/run.sh yamllint | ansible-lint | sanity | unit | build-check | molecule SCENARIO...
+#   tools/run.sh yamllint | ansible-lint | docs | sanity | unit | build-check | molecule SCENARIO...
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT" || exit 1
 
@@ -15,6 +15,22 @@ run_yamllint() {
 run_ansible_lint() {
   stage "ansible-lint (profile production, offline)"
   ansible-lint --offline --profile production
+}
+
+# The generated documentation is what its sources say: each role README's variables are its
+# meta/argument_specs.yml (tools/role-docs.py, which also checks the READMEs' common shape), the changelog fragments
+# and changelogs/changelog.yaml pass antsibull-changelog's lint, and CHANGELOG.md is what changelog.yaml renders to.
+run_docs() {
+  stage "generated docs (role READMEs from meta/argument_specs.yml, CHANGELOG.md from changelogs/)"
+  python tools/role-docs.py --check
+  antsibull-changelog lint
+  antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
+  local generated="$CACHE/docs/CHANGELOG.md"
+  mkdir -p "$CACHE/docs"
+  antsibull-changelog generate --output "$generated" --output-format md
+  diff -u CHANGELOG.md "$generated" \
+    || die "CHANGELOG.md is not what changelogs/changelog.yaml renders to: run antsibull-changelog generate (or release)"
+  info "changelog: fragments valid, CHANGELOG.md up to date"
 }
 
 run_sanity() {
@@ -41,7 +57,7 @@ run_unit() {
 }
 
 run_build_check() {
-  stage "building the collection tarball and using gpufleet.node.baseline from an install of it"
+  stage "building the collection tarball, the execution environment's build context, and using gpufleet.node.baseline from an install of it"
   local out="$CACHE/build"
   rm -rf "$out" && mkdir -p "$out"
   ansible-galaxy collection build --output-path "$out" . >/dev/null
@@ -52,6 +68,9 @@ run_build_check() {
   leaked=$(tar -tzf "$tarball" \
     | grep -E '^(tests|extensions/molecule|molecule|tools|\.ci|\.github|\.config|\.hypothesis|\.pytest_cache|\.cache|\.venv)(/|$)' || true)
   [[ -z "$leaked" ]] || die "the tarball contains test, CI or cache files: $(head -5 <<<"$leaked" | tr '\n' ' ')"
+  # The execution environment of AWX / Automation Platform: ansible-builder create on execution-environment.yml
+  # with this tarball beside it, and its build context checked (no base image can be pulled here to build it).
+  python3 tools/ee-check.py --tarball "$tarball" --work "$out/ee" || die "execution-environment.yml or its build context is wrong (above)"
   ANSIBLE_COLLECTIONS_PATH="$out/installed" \
     ansible-galaxy collection install --offline --no-deps -p "$out/installed" "$tarball" >/dev/null
   "$ROOT/tools/dockerd.sh" >/dev/null
@@ -216,6 +235,7 @@ start=$(date +%s)
 case "$check" in
   yamllint) run_yamllint ;;
   ansible-lint) run_ansible_lint ;;
+  docs) run_docs ;;
   sanity) run_sanity ;;
   unit) run_unit ;;
   build-check) run_build_check ;;
