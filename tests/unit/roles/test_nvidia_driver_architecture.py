@@ -10,6 +10,8 @@ import subprocess
 import sys
 
 import pytest
+from ansible.plugins.loader import init_plugin_loader
+from ansible.utils.collection_loader import AnsibleCollectionConfig
 
 from .platform import ROOT, facts_for, failures_that_fire, find_task, render, task_fires, task_message
 
@@ -23,6 +25,16 @@ UNCHECKED = "Warn about GPUs whose kernel modules the role cannot tell"
 NVLSM_CHECK = "Check that NVLSM can be installed where 4th-generation NVSwitches need it"
 SETTINGS_CHECK = "Check the settings (source, branch, version, flavour and MIG)"
 SCAN = "Read the NVIDIA GPUs' PCI device ids (their architecture, known before any driver)"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def collection_filters():
+    """The role's vars call the collection's filters (gpufleet.node.nvidia_driver_plan): Ansible finds them
+    through its collection loader, installed here as the ansible CLI installs it (the collection is on sys.path,
+    .cache/self)."""
+    if AnsibleCollectionConfig.collection_finder is None:
+        init_plugin_loader()
+
 
 UBUNTU_22 = dict(facts_for("Ubuntu", "22.04"), kernel="5.15.0-204-generic")
 
@@ -84,14 +96,14 @@ def test_the_scan_reads_nvidia_gpus_only(tmp_path):
         "0000:00:00.0": ("0x8086", "0x2901", "0x060000"),      # another vendor's 0x2901
         "0000:3b:00.0": ("0x10de", "0x1DB1", "0x030200"),      # V100 SXM2, upper-case as some trees print it
     })
-    assert driver(facts(), "__nvidia_driver_pci_gpus", __nvidia_driver_pci_scan=scan) == {
+    assert driver(facts(), "__nvidia_driver_plan.pci_gpus", __nvidia_driver_pci_scan=scan) == {
         "0000:17:00.0": "0x2901", "0000:3b:00.0": "0x1db1"}
 
 
 def test_an_unreadable_tree_gives_no_gpus():
     """No scan output (no sysfs, the command failed): nothing is known and nothing is refused."""
     scan = {"rc": 1, "stdout_lines": []}
-    assert driver(facts(), "__nvidia_driver_pci_gpus", __nvidia_driver_pci_scan=scan) == {}
+    assert driver(facts(), "__nvidia_driver_plan.pci_gpus", __nvidia_driver_pci_scan=scan) == {}
     assert refusals(facts(), __nvidia_driver_pci_scan=scan, nvidia_driver_kernel_modules="proprietary") == []
 
 
@@ -110,8 +122,8 @@ def test_the_default_installs_the_modules_the_gpus_take(tmp_path, profile, modul
     nvidia-headless-580-server on every node. (On HGX B200 the default source is refused for want of NVLSM:
     test_nvlsm_from_a_source_without_it_is_refused.)"""
     scan = profile_scan(tmp_path, profile)
-    assert driver(facts(), "__nvidia_driver_kernel_modules", __nvidia_driver_pci_scan=scan) == modules
-    assert driver(facts(), "__nvidia_driver_packages", __nvidia_driver_pci_scan=scan)[0] == first_package
+    assert driver(facts(), "__nvidia_driver_plan.kernel_modules", __nvidia_driver_pci_scan=scan) == modules
+    assert driver(facts(), "__nvidia_driver_plan.packages", __nvidia_driver_pci_scan=scan)[0] == first_package
     assert refusals(facts(), __nvidia_driver_pci_scan=scan, nvidia_driver_fabricmanager="never") == []
 
 
@@ -122,15 +134,15 @@ def test_the_default_installs_the_modules_the_gpus_take(tmp_path, profile, modul
 ])
 def test_grace_hopper_and_blackwell_require_the_open_modules(tmp_path, device, name):
     scan = pci_scan(tmp_path, {"0000:17:00.0": ("0x10de", device, "0x030200")})
-    assert driver(facts(), "__nvidia_driver_open_only_gpus", __nvidia_driver_pci_scan=scan) == {"0000:17:00.0": name}
+    assert driver(facts(), "__nvidia_driver_plan.open_only_gpus", __nvidia_driver_pci_scan=scan) == {"0000:17:00.0": name}
 
 
 @pytest.mark.parametrize("device", ["0x2330", "0x2335", "0x20b2", "0x26b9", "0x1eb8", "0x1e02"])
 def test_turing_to_hopper_take_either(tmp_path, device):
     """H100, H200, A100, L40S, T4 and TITAN RTX (the open modules' lowest id): neither required nor refused."""
     scan = pci_scan(tmp_path, {"0000:17:00.0": ("0x10de", device, "0x030200")})
-    for expression in ("__nvidia_driver_open_only_gpus", "__nvidia_driver_pre_turing_gpus",
-                       "__nvidia_driver_unclassified_gpus"):
+    for expression in ("__nvidia_driver_plan.open_only_gpus", "__nvidia_driver_plan.pre_turing_gpus",
+                       "__nvidia_driver_plan.unclassified_gpus"):
         assert driver(facts(), expression, __nvidia_driver_pci_scan=scan) == {}
     for modules in ("open", "proprietary", "auto"):
         assert refusals(facts(), __nvidia_driver_pci_scan=scan, nvidia_driver_kernel_modules=modules) == []
@@ -164,7 +176,7 @@ def test_open_on_volta_is_refused(tmp_path, settings):
 
 def test_volta_keeps_the_proprietary_modules_by_default(tmp_path):
     scan = pci_scan(tmp_path, {"0000:3b:00.0": ("0x10de", "0x1db1", "0x030200")})
-    assert driver(facts(), "__nvidia_driver_kernel_modules", __nvidia_driver_pci_scan=scan) == "proprietary"
+    assert driver(facts(), "__nvidia_driver_plan.kernel_modules", __nvidia_driver_pci_scan=scan) == "proprietary"
     assert refusals(facts(), __nvidia_driver_pci_scan=scan) == []
 
 
@@ -178,11 +190,11 @@ def test_a_flavour_without_open_modules_is_refused_where_they_are_needed(tmp_pat
     flavour installs nvidia-open-kernel-dkms, and a flavour without an open variant is refused by name."""
     scan = profile_scan(tmp_path, "hgx-b200-8gpu")
     debian = dict(facts_for("Debian", "12"), gpu=gpu_facts())
-    assert driver(debian, "__nvidia_driver_packages", __nvidia_driver_pci_scan=scan,
+    assert driver(debian, "__nvidia_driver_plan.packages", __nvidia_driver_pci_scan=scan,
                   nvidia_driver_branch="535")[0] == "nvidia-open-kernel-dkms"
     settings = {"__nvidia_driver_pci_scan": scan, "nvidia_driver_source": "ppa", "nvidia_driver_flavour": "desktop",
                 "nvidia_driver_fabricmanager": "never"}    # the PPA has neither fabric manager nor NVLSM
-    assert driver(facts(), "__nvidia_driver_packages", **settings) == ["nvidia-driver-580-open"]
+    assert driver(facts(), "__nvidia_driver_plan.packages", **settings) == ["nvidia-driver-580-open"]
     assert refusals(facts(), **settings) == []
 
 
@@ -190,7 +202,7 @@ def test_gpus_the_table_does_not_know_are_said_not_checked(tmp_path):
     """A device id above the README's Blackwell entries (or one of its unnamed ones) is not guessed at."""
     scan = pci_scan(tmp_path, {"0000:17:00.0": ("0x10de", "0x3301", "0x030200"),
                                "0000:18:00.0": ("0x10de", "0x2bb9", "0x030200")})
-    assert driver(facts(), "__nvidia_driver_unclassified_gpus", __nvidia_driver_pci_scan=scan) == {
+    assert driver(facts(), "__nvidia_driver_plan.unclassified_gpus", __nvidia_driver_pci_scan=scan) == {
         "0000:17:00.0": "PCI device 10de:3301", "0000:18:00.0": "PCI device 10de:2bb9"}
     assert task_fires("nvidia_driver", PREFLIGHT, UNCHECKED, facts(), __nvidia_driver_pci_scan=scan)
     assert "not checked" in task_message("nvidia_driver", PREFLIGHT, UNCHECKED, facts(), __nvidia_driver_pci_scan=scan)
@@ -198,9 +210,9 @@ def test_gpus_the_table_does_not_know_are_said_not_checked(tmp_path):
     # where the driver answers, its architecture classifies them
     answered = facts(gpu_facts([{"name": "NVIDIA RTX 6000D", "architecture": "Blackwell", "pci_bus_id": "00000000:18:00.0"},
                                 {"name": "NVIDIA GPU", "architecture": None, "pci_bus_id": "00000000:17:00.0"}]))
-    assert driver(answered, "__nvidia_driver_unclassified_gpus", __nvidia_driver_pci_scan=scan) == {
+    assert driver(answered, "__nvidia_driver_plan.unclassified_gpus", __nvidia_driver_pci_scan=scan) == {
         "0000:17:00.0": "PCI device 10de:3301"}
-    assert driver(answered, "__nvidia_driver_open_only_gpus", __nvidia_driver_pci_scan=scan) == {
+    assert driver(answered, "__nvidia_driver_plan.open_only_gpus", __nvidia_driver_pci_scan=scan) == {
         "0000:18:00.0": "NVIDIA RTX 6000D"}
 
 
@@ -216,7 +228,7 @@ def test_the_drivers_answer_tells_the_architecture(device, modules):
     """No PCI scan output (a container without the host's tree): gpu_facts' architecture and name decide."""
     node = facts(gpu_facts([dict(device, pci_bus_id="00000000:8F:00.0")]))
     scan = {"rc": 0, "stdout_lines": []}
-    assert driver(node, "__nvidia_driver_kernel_modules", __nvidia_driver_pci_scan=scan) == modules
+    assert driver(node, "__nvidia_driver_plan.kernel_modules", __nvidia_driver_pci_scan=scan) == modules
 
 
 def test_a_volta_the_driver_names_is_refused_the_open_modules():
@@ -233,8 +245,8 @@ def test_hgx_b200_gets_fabric_manager_and_nvlsm_before_any_driver(tmp_path):
     NVSwitch (gpu_facts' topology.nvswitch is false without a driver) and skipped fabric manager."""
     scan = profile_scan(tmp_path, "hgx-b200-8gpu")
     settings = {"__nvidia_driver_pci_scan": scan, "nvidia_driver_source": "cuda_repo"}
-    assert driver(facts(), "__nvidia_driver_fabricmanager", **settings) is True
-    assert driver(facts(), "__nvidia_driver_nvlsm", **settings) is True
+    assert driver(facts(), "__nvidia_driver_plan.fabricmanager", **settings) is True
+    assert driver(facts(), "__nvidia_driver_plan.nvlsm", **settings) is True
     assert driver(facts(), "__nvidia_driver_nvlsm_packages", **settings) == ["nvlsm", "infiniband-diags"]
     assert driver(facts(), "__nvidia_driver_nvlsm_modules_text", **settings) == (
         "# gpufleet.node.nvidia_driver: NVLSM (the NVLink subnet manager) reaches the NVSwitches through these.\n"
@@ -247,7 +259,7 @@ def test_hgx_b200_with_a_driver_answering():
     node = facts(gpu_facts([{"name": "NVIDIA B200", "architecture": "Blackwell", "pci_bus_id": "00000000:8F:00.0"}],
                            fabric=True))
     settings = {"__nvidia_driver_pci_scan": {"rc": 0, "stdout_lines": []}, "nvidia_driver_source": "cuda_repo"}
-    assert driver(node, "__nvidia_driver_nvlsm", **settings) is True
+    assert driver(node, "__nvidia_driver_plan.nvlsm", **settings) is True
 
 
 def test_nvlsm_from_a_source_without_it_is_refused(tmp_path):
@@ -267,10 +279,10 @@ def test_a_gb200_compute_tray_runs_no_fabric_manager(tmp_path):
     node = facts(gpu_facts([{"name": "NVIDIA GB200", "architecture": "Blackwell", "pci_bus_id": "00000000:29:00.0"}],
                            fabric=True))
     for node_facts in (facts(), node):
-        assert driver(node_facts, "__nvidia_driver_switch_trays", __nvidia_driver_pci_scan=scan) is True
-        assert driver(node_facts, "__nvidia_driver_fabricmanager", __nvidia_driver_pci_scan=scan) is False
-        assert driver(node_facts, "__nvidia_driver_nvlsm", __nvidia_driver_pci_scan=scan) is False
-    assert driver(node, "__nvidia_driver_fabricmanager", __nvidia_driver_pci_scan=scan,
+        assert driver(node_facts, "__nvidia_driver_plan.switch_trays", __nvidia_driver_pci_scan=scan) is True
+        assert driver(node_facts, "__nvidia_driver_plan.fabricmanager", __nvidia_driver_pci_scan=scan) is False
+        assert driver(node_facts, "__nvidia_driver_plan.nvlsm", __nvidia_driver_pci_scan=scan) is False
+    assert driver(node, "__nvidia_driver_plan.fabricmanager", __nvidia_driver_pci_scan=scan,
                   nvidia_driver_fabricmanager="always") is True
 
 
@@ -279,14 +291,14 @@ def test_hgx_h100_keeps_fabric_manager_without_nvlsm(tmp_path):
     node = facts(gpu_facts([{"name": "NVIDIA H100 80GB HBM3", "architecture": "Hopper", "pci_bus_id": "00000000:53:00.0"}],
                            nvswitches=4, fabric=True))
     for node_facts in (facts(gpu_facts(nvswitches=4)), node):
-        assert driver(node_facts, "__nvidia_driver_fabricmanager", __nvidia_driver_pci_scan=scan) is True
-        assert driver(node_facts, "__nvidia_driver_nvlsm", __nvidia_driver_pci_scan=scan) is False
+        assert driver(node_facts, "__nvidia_driver_plan.fabricmanager", __nvidia_driver_pci_scan=scan) is True
+        assert driver(node_facts, "__nvidia_driver_plan.nvlsm", __nvidia_driver_pci_scan=scan) is False
 
 
 def test_a_pcie_node_gets_neither(tmp_path):
     scan = profile_scan(tmp_path, "pcie-4gpu")
-    assert driver(facts(), "__nvidia_driver_fabricmanager", __nvidia_driver_pci_scan=scan) is False
-    assert driver(facts(), "__nvidia_driver_nvlsm", __nvidia_driver_pci_scan=scan) is False
+    assert driver(facts(), "__nvidia_driver_plan.fabricmanager", __nvidia_driver_pci_scan=scan) is False
+    assert driver(facts(), "__nvidia_driver_plan.nvlsm", __nvidia_driver_pci_scan=scan) is False
 
 
 def test_gen4_profiles_have_no_nvswitch_on_the_pci_bus():

@@ -3,11 +3,22 @@ the role renders it (Ubuntu's archives cannot be installed from here, so this is
 Package names from Canonical's and NVIDIA's archives as listed in the project's reference notes."""
 import pytest
 import yaml
+from ansible.plugins.loader import init_plugin_loader
+from ansible.utils.collection_loader import AnsibleCollectionConfig
 
 from .platform import ROLES, facts_for, render
 
 UBUNTU_22 = dict(facts_for("Ubuntu", "22.04"), kernel="5.15.0-204-generic")
 DEBIAN_12 = facts_for("Debian", "12")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def collection_filters():
+    """The role's vars call the collection's filters (gpufleet.node.nvidia_driver_plan): Ansible finds them
+    through its collection loader, installed here as the ansible CLI installs it (the collection is on sys.path,
+    .cache/self)."""
+    if AnsibleCollectionConfig.collection_finder is None:
+        init_plugin_loader()
 
 
 def driver(facts, expression, **settings):
@@ -30,9 +41,9 @@ def driver(facts, expression, **settings):
 ])
 def test_ubuntu_2204(source, flavour, packages, main, fabricmanager):
     settings = {"nvidia_driver_source": source, "nvidia_driver_flavour": flavour}
-    assert driver(UBUNTU_22, "__nvidia_driver_packages", **settings) == packages
-    assert driver(UBUNTU_22, "__nvidia_driver_main", **settings) == main
-    assert driver(UBUNTU_22, "__nvidia_driver_fabricmanager_packages", **settings) == fabricmanager
+    assert driver(UBUNTU_22, "__nvidia_driver_plan.packages", **settings) == packages
+    assert driver(UBUNTU_22, "__nvidia_driver_plan.main", **settings) == main
+    assert driver(UBUNTU_22, "__nvidia_driver_plan.fabricmanager_packages", **settings) == fabricmanager
 
 
 def test_signed_modules_are_those_of_the_running_kernel():
@@ -40,21 +51,21 @@ def test_signed_modules_are_those_of_the_running_kernel():
     (jammy-updates: Depends linux-modules-nvidia-580-server-5.15.0-204-generic); on an HWE kernel (6.8 on 22.04)
     the GPUs would have no module after the reboot. The default is the running kernel's package."""
     hwe = dict(UBUNTU_22, kernel="6.8.0-149-generic")
-    packages = driver(hwe, "__nvidia_driver_packages", nvidia_driver_flavour="signed", nvidia_driver_branch="580")
+    packages = driver(hwe, "__nvidia_driver_plan.packages", nvidia_driver_flavour="signed", nvidia_driver_branch="580")
     assert packages[0] == "linux-modules-nvidia-580-server-6.8.0-149-generic"
 
 
 def test_signed_modules_may_follow_a_kernel_flavour():
-    packages = driver(UBUNTU_22, "__nvidia_driver_packages", nvidia_driver_flavour="signed",
+    packages = driver(UBUNTU_22, "__nvidia_driver_plan.packages", nvidia_driver_flavour="signed",
                       nvidia_driver_kernel_flavour="generic-hwe-22.04", nvidia_driver_branch="580")
     assert packages[0] == "linux-modules-nvidia-580-server-generic-hwe-22.04"
 
 
 def test_debian_12_headless_compute_set():
-    assert driver(DEBIAN_12, "__nvidia_driver_packages") == [
+    assert driver(DEBIAN_12, "__nvidia_driver_plan.packages") == [
         "nvidia-kernel-dkms", "nvidia-smi", "libcuda1", "libnvidia-ml1", "nvidia-persistenced"]
-    assert driver(DEBIAN_12, "__nvidia_driver_main") == "nvidia-smi"
-    assert driver(DEBIAN_12, "__nvidia_driver_fabricmanager_packages") == []  # Debian does not package it
+    assert driver(DEBIAN_12, "__nvidia_driver_plan.main") == "nvidia-smi"
+    assert driver(DEBIAN_12, "__nvidia_driver_plan.fabricmanager_packages") == []  # Debian does not package it
     assert driver(DEBIAN_12, "__nvidia_driver_source.components") == ["main", "contrib", "non-free", "non-free-firmware"]
 
 
@@ -65,7 +76,7 @@ def test_never_an_unversioned_metapackage(facts):
         if source == "distro" and facts["distribution"] == "Debian":
             continue  # Debian names its driver packages without the branch (pinned by version instead)
         for flavour in data["flavours"]:
-            for name in driver(facts, "__nvidia_driver_packages", nvidia_driver_source=source,
+            for name in driver(facts, "__nvidia_driver_plan.packages", nvidia_driver_source=source,
                                nvidia_driver_flavour=flavour):
                 assert "535" in name, (source, flavour, name)
 
@@ -74,8 +85,8 @@ def test_pins_are_names_never_patterns():
     """apt matches a regex or glob pin against every package on every call (seconds each with Debian's full
     lists); exact names cost a lookup. The branch is pinned by name, other branches are forbidden by name."""
     settings = {"nvidia_driver_source": "cuda_repo"}
-    pin = driver(DEBIAN_12, "__nvidia_driver_pin", **settings)
-    forbid = driver(DEBIAN_12, "__nvidia_driver_forbid", **settings)
+    pin = driver(DEBIAN_12, "__nvidia_driver_plan.pin", **settings)
+    forbid = driver(DEBIAN_12, "__nvidia_driver_plan.forbid", **settings)
     assert pin[:3] == ["cuda-drivers-535", "nvidia-fabricmanager-535", "libnvidia-nscq-535"]
     assert {"nvidia-utils-535", "nvidia-persistenced-535", "libnvidia-compute-535"} <= set(pin)
     assert {"cuda-drivers", "cuda-drivers-550", "nvidia-utils-550", "nvidia-fabricmanager-570"} <= set(forbid)
@@ -85,7 +96,7 @@ def test_pins_are_names_never_patterns():
 
 def test_every_offered_branch_but_the_chosen_one_is_forbidden():
     """A branch missing from the platform data cannot be chosen (preflight), so no branch goes unpinned."""
-    forbid = driver(UBUNTU_22, "__nvidia_driver_forbid", nvidia_driver_branch="550")
+    forbid = driver(UBUNTU_22, "__nvidia_driver_plan.forbid", nvidia_driver_branch="550")
     offered = driver(UBUNTU_22, "__nvidia_driver_source.branches", nvidia_driver_branch="550")
     for branch in offered:
         named = [name for name in forbid if name.endswith("-" + branch) or ("-%s-" % branch) in name]
@@ -112,8 +123,8 @@ def test_ubuntu_2004_archive_stops_at_570():
 
 
 def test_exact_version_glob_and_branch_glob():
-    assert driver(DEBIAN_12, "__nvidia_driver_version_glob") == "535.*"
-    assert driver(DEBIAN_12, "__nvidia_driver_version_glob", nvidia_driver_version="535.161.08") == "535.161.08-*"
+    assert driver(DEBIAN_12, "__nvidia_driver_plan.version_glob") == "535.*"
+    assert driver(DEBIAN_12, "__nvidia_driver_plan.version_glob", nvidia_driver_version="535.161.08") == "535.161.08-*"
 
 
 def test_an_unknown_platform_offers_no_source():
@@ -144,13 +155,13 @@ def test_every_branch_offered_has_a_lifecycle():
 def test_a_branch_past_its_end_of_life_is_told_by_the_controllers_clock(branch, ended):
     """Read on 2026-12-05 or later (535 ended June 2026); 595 ends March 2027, 580 June 2028: this test will
     need the data read again in 2027, as the role's warnings will."""
-    assert driver(UBUNTU_22, "__nvidia_driver_branch_ended", nvidia_driver_branch=branch) is ended
+    assert driver(UBUNTU_22, "__nvidia_driver_plan.branch_ended", nvidia_driver_branch=branch) is ended
 
 
 def test_the_default_branch_is_the_current_long_term_support_branch():
     defaults = yaml.safe_load((ROLES / "nvidia_driver" / "defaults" / "main.yml").read_text())
     assert defaults["nvidia_driver_branch"] == driver(UBUNTU_22, "__nvidia_driver_current_branch") == "580"
-    assert driver(UBUNTU_22, "__nvidia_driver_branch_ended", nvidia_driver_branch=defaults["nvidia_driver_branch"]) is False
+    assert driver(UBUNTU_22, "__nvidia_driver_plan.branch_ended", nvidia_driver_branch=defaults["nvidia_driver_branch"]) is False
 
 
 # Ubuntu's unit, from nvidia-compute-utils-580-server 580.178.04-0ubuntu0.22.04.1 (jammy-updates restricted),
@@ -187,15 +198,15 @@ def _persistenced(unit_text, expression):
 
 
 def test_ubuntu_unit_gets_a_drop_in_and_a_wants_link():
-    assert _persistenced(UBUNTU_PERSISTENCED, "__nvidia_driver_persistenced_exec") == (
+    assert _persistenced(UBUNTU_PERSISTENCED, "__nvidia_driver_plan.persistenced.exec") == (
         "/usr/bin/nvidia-persistenced --user nvidia-persistenced --no-persistence-mode --verbose")
-    assert _persistenced(UBUNTU_PERSISTENCED, "__nvidia_driver_persistenced_needs_dropin") is True
-    assert _persistenced(UBUNTU_PERSISTENCED, "__nvidia_driver_persistenced_static") is True
+    assert _persistenced(UBUNTU_PERSISTENCED, "__nvidia_driver_plan.persistenced.needs_dropin") is True
+    assert _persistenced(UBUNTU_PERSISTENCED, "__nvidia_driver_plan.persistenced.static") is True
 
 
 def test_nvidia_unit_needs_neither():
-    assert _persistenced(NVIDIA_PERSISTENCED, "__nvidia_driver_persistenced_needs_dropin") is False
-    assert _persistenced(NVIDIA_PERSISTENCED, "__nvidia_driver_persistenced_static") is False
+    assert _persistenced(NVIDIA_PERSISTENCED, "__nvidia_driver_plan.persistenced.needs_dropin") is False
+    assert _persistenced(NVIDIA_PERSISTENCED, "__nvidia_driver_plan.persistenced.static") is False
 
 
 def test_nvidia_repository_names_fabric_manager_without_the_branch_from_580():
@@ -203,15 +214,15 @@ def test_nvidia_repository_names_fabric_manager_without_the_branch_from_580():
     575; from 580 the package is nvidia-fabricmanager 580.65.06-1 (providing nvidia-fabricmanager-580), and
     `apt-get install nvidia-fabricmanager-580=580.65.06-1` fails (NVIDIA/gpu-driver-container#451)."""
     repo = {"nvidia_driver_source": "cuda_repo"}
-    assert driver(UBUNTU_22, "__nvidia_driver_fabricmanager_packages", nvidia_driver_branch="580", **repo) == [
+    assert driver(UBUNTU_22, "__nvidia_driver_plan.fabricmanager_packages", nvidia_driver_branch="580", **repo) == [
         "nvidia-fabricmanager", "libnvidia-nscq"]
-    assert driver(UBUNTU_22, "__nvidia_driver_fabricmanager_packages", nvidia_driver_branch="535", **repo) == [
+    assert driver(UBUNTU_22, "__nvidia_driver_plan.fabricmanager_packages", nvidia_driver_branch="535", **repo) == [
         "nvidia-fabricmanager-535", "libnvidia-nscq-535"]
     # Choosing 535, the unversioned (580+) names are never installed; choosing 580, the 535 names are not.
-    assert {"nvidia-fabricmanager", "libnvidia-nscq"} <= set(driver(UBUNTU_22, "__nvidia_driver_forbid", **repo))
-    forbid_580 = driver(UBUNTU_22, "__nvidia_driver_forbid", nvidia_driver_branch="580", **repo)
+    assert {"nvidia-fabricmanager", "libnvidia-nscq"} <= set(driver(UBUNTU_22, "__nvidia_driver_plan.forbid", **repo))
+    forbid_580 = driver(UBUNTU_22, "__nvidia_driver_plan.forbid", nvidia_driver_branch="580", **repo)
     assert "nvidia-fabricmanager-535" in forbid_580 and "nvidia-fabricmanager" not in forbid_580
-    assert "nvidia-fabricmanager" in driver(UBUNTU_22, "__nvidia_driver_pin", nvidia_driver_branch="580", **repo)
+    assert "nvidia-fabricmanager" in driver(UBUNTU_22, "__nvidia_driver_plan.pin", nvidia_driver_branch="580", **repo)
 
 
 # NVIDIA's repository from 590 on (Driver Installation Guide, "Ubuntu 590 and later packages" and "Version locking
@@ -223,21 +234,21 @@ CUDA_REPO = {"nvidia_driver_source": "cuda_repo"}
 @pytest.mark.parametrize("flavour, metapackage", [("server", "cuda-drivers"), ("open", "nvidia-open")])
 def test_nvidia_repository_from_590_installs_unversioned_names_through_the_pinning_package(flavour, metapackage):
     settings = dict(CUDA_REPO, nvidia_driver_branch="595", nvidia_driver_flavour=flavour)
-    assert driver(UBUNTU_22, "__nvidia_driver_packages", **settings) == [
+    assert driver(UBUNTU_22, "__nvidia_driver_plan.packages", **settings) == [
         "nvidia-driver-pinning-595", "libnvidia-compute", metapackage]
-    assert driver(UBUNTU_22, "__nvidia_driver_main", **settings) == "libnvidia-compute"
-    assert driver(UBUNTU_22, "__nvidia_driver_fabricmanager_packages", **settings) == [
+    assert driver(UBUNTU_22, "__nvidia_driver_plan.main", **settings) == "libnvidia-compute"
+    assert driver(UBUNTU_22, "__nvidia_driver_plan.fabricmanager_packages", **settings) == [
         "nvidia-fabricmanager", "libnvidia-nscq"]
     # An exact version is locked by the pinning package of that version.
-    assert driver(UBUNTU_22, "__nvidia_driver_packages", nvidia_driver_version="595.91.07", **settings)[0] == (
+    assert driver(UBUNTU_22, "__nvidia_driver_plan.packages", nvidia_driver_version="595.91.07", **settings)[0] == (
         "nvidia-driver-pinning-595.91.07")
 
 
 def test_590_and_later_never_forbid_their_own_names():
     """Up to 580 the unversioned cuda-drivers follows the newest branch and is never installed; from 590 it is the
     branch's own metapackage, kept to the branch by the pin (1001) and the pinning package."""
-    forbid = driver(UBUNTU_22, "__nvidia_driver_forbid", nvidia_driver_branch="595", **CUDA_REPO)
-    pin = driver(UBUNTU_22, "__nvidia_driver_pin", nvidia_driver_branch="595", **CUDA_REPO)
+    forbid = driver(UBUNTU_22, "__nvidia_driver_plan.forbid", nvidia_driver_branch="595", **CUDA_REPO)
+    pin = driver(UBUNTU_22, "__nvidia_driver_plan.pin", nvidia_driver_branch="595", **CUDA_REPO)
     own = {"cuda-drivers", "nvidia-open", "libnvidia-compute", "nvidia-utils", "nvidia-compute-utils",
            "nvidia-dkms-open", "nvidia-kernel-common", "nvidia-fabricmanager", "libnvidia-nscq",
            "nvidia-driver-pinning-595"}
@@ -252,9 +263,9 @@ def test_590_and_later_never_forbid_their_own_names():
 def test_up_to_580_the_names_carry_the_branch_as_before():
     for branch in ("535", "580"):
         settings = dict(CUDA_REPO, nvidia_driver_branch=branch)
-        assert driver(UBUNTU_22, "__nvidia_driver_packages", **settings) == ["cuda-drivers-" + branch]
+        assert driver(UBUNTU_22, "__nvidia_driver_plan.packages", **settings) == ["cuda-drivers-" + branch]
         assert driver(UBUNTU_22, "__nvidia_driver_pinning", **settings) == ""
-        forbid = driver(UBUNTU_22, "__nvidia_driver_forbid", **settings)
+        forbid = driver(UBUNTU_22, "__nvidia_driver_plan.forbid", **settings)
         assert {"cuda-drivers", "nvidia-open", "nvidia-driver-pinning-595"} <= set(forbid)
 
 
