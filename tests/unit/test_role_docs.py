@@ -103,11 +103,11 @@ The `demo` scenario.
 """
 
 
-def make_collection(tmp_path, readme, spec=SPEC, role="demo"):
+def make_collection(tmp_path, readme, with_spec=True, role="demo"):
     role_dir = tmp_path / "roles" / role
     (role_dir / "meta").mkdir(parents=True)
-    if spec is not None:
-        (role_dir / "meta" / "argument_specs.yml").write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+    if with_spec:
+        (role_dir / "meta" / "argument_specs.yml").write_text(yaml.safe_dump(SPEC, sort_keys=False), encoding="utf-8")
     if readme is not None:
         (role_dir / "README.md").write_text(readme, encoding="utf-8")
     return role_dir
@@ -199,15 +199,15 @@ def test_shape_problems_fail_the_check(tmp_path, change, problem):
 
 def test_role_without_spec_or_readme(tmp_path):
     internal = README.format(begin="", end="").replace("gpufleet.node.demo", "gpufleet.node._helper (internal)")
-    make_collection(tmp_path, internal.replace("\n\n\n\n", "\n\n"), spec=None, role="_helper")
+    make_collection(tmp_path, internal.replace("\n\n\n\n", "\n\n"), with_spec=False, role="_helper")
     assert run(tmp_path, check=True)[0] == 0
-    make_collection(tmp_path, None, spec=None, role="_other")
+    make_collection(tmp_path, None, with_spec=False, role="_other")
     problems, out = run(tmp_path, check=True)
     assert problems == 1 and "roles/_other/README.md: missing" in out
 
 
 def test_markers_without_a_spec_are_a_problem(tmp_path):
-    make_collection(tmp_path, README.format(begin=role_docs.BEGIN, end=role_docs.END), spec=None)
+    make_collection(tmp_path, README.format(begin=role_docs.BEGIN, end=role_docs.END), with_spec=False)
     problems, out = run(tmp_path, check=True)
     assert problems == 1 and "has no meta/argument_specs.yml" in out
 
@@ -219,4 +219,3 @@ def test_main_exit_codes(tmp_path, capsys):
     assert role_docs.main(["--root", str(tmp_path)]) == 0
     assert role_docs.main(["--check", "--root", str(tmp_path), "demo"]) == 0
     assert role_docs.main(["--check", "--root", str(tmp_path), "nosuchrole"]) == 1
-
