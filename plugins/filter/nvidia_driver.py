@@ -150,7 +150,7 @@ def branch_lifecycle(lifecycle, branch, month):
         last = datetime.datetime.strptime(end_of_life, "%B %Y").strftime("%Y-%m")
     except ValueError:
         raise AnsibleFilterError("the lifecycle of branch %s gives end of life %r, which is not a month and a year"
-                                 % (branch, end_of_life))
+                                 % (branch, end_of_life)) from None
     return end_of_life, last < month
 
 
@@ -358,7 +358,7 @@ def nvidia_driver_plan(evidence):
     try:
         previous = readers.read_record(results.get("record"))
     except ValueError as error:
-        raise AnsibleFilterError("the record of an earlier run cannot be read: %s" % error)
+        raise AnsibleFilterError("the record of an earlier run cannot be read: %s" % error) from error
 
     plan = {"kernel": settings["kernel_flavour"] or host["kernel"]}
     plan["branch_end_of_life"], plan["branch_ended"] = branch_lifecycle(platform["lifecycle"], settings["branch"],
