@@ -1,16 +1,22 @@
-"""Benchmark of fact gathering plus the fleet report across simulated fleets (make bench).
+"""Benchmark of fact gathering plus the fleet report, and of the report from the fact cache (make bench).
 
-Each simulated host is a local connection whose nvidia-smi is the emulator of tests/emulator replaying one of
-the three hardware profiles in turn (8-GPU NVSwitch, NVLink pairs, PCIe), with a per-call delay that models a
-real node, and whose modules run in a private mount namespace with the profile's emulated PCI tree bound at
-/sys/bus/pci/devices, where gpu_facts reads it (so the bench needs root; the machine's own tree is untouched).
-playbooks/report.yml runs against fleets of 10, 100 and 500 hosts (gpu_facts, the node probe, the assessment,
-the drift comparison, the HTML and JSON report), with forks tuned. Prints a Markdown section.
+1. playbooks/report.yml gathers and reports on simulated fleets (tools/bench/simulated_fleet.py: local connections,
+   each host's nvidia-smi the emulator's output for one of three profiles replayed after a per-call delay, its
+   modules in a mount namespace with the profile's PCI tree), with a jsonfile fact cache, which the run fills.
+2. report.yml -e gpufleet_report_from_cache=true writes the report of 500 and 5,000 hosts from a fact cache made
+   of the gathered one (each host the cached facts of a gathered host, in turn), reaching no host.
+
+Each run is timed (wall, and the CPU time of ansible-playbook and everything it started); the report's JSON is
+checked to list every host. Prints a Markdown section; exits 1 when a target is missed:
+gather and report 500 hosts < 120 s; the report of 5,000 cached hosts < 60 s; its cost per host at 5,000 within
+1.1 of that at 500.
 """
 import argparse
 import json
 import os
 import pathlib
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -18,105 +24,162 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-EMULATOR = ROOT / "tests" / "emulator" / "nvidia_smi_emulator.py"
-PROFILES = ["hgx-a100-8gpu", "pairs-4gpu", "pcie-4gpu"]
-sys.path.insert(0, str(EMULATOR.parent))
-import emulator_profile  # noqa: E402  (tests/emulator: the PCI layout of a profile)
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import simulated_fleet  # noqa: E402  pylint: disable=wrong-import-position
 
-# The interpreter of a simulated host: python in a mount namespace of its own, with the host's PCI tree at the
-# real path. Arguments: the tree, then python.
-INTERPRETER = """#!/bin/sh
-exec unshare --mount --propagation private /bin/sh -c 'mount --bind "$0" /sys/bus/pci/devices && exec "$@"' %s %s "$@"
-"""
+TARGET_GATHER_S = {500: 120.0}
+TARGET_CACHED_S = {5000: 60.0}
+TARGET_GROWTH = 1.1
 
 
-def write_fleet(work, size, delay_ms):
-    wrappers, interpreters = {}, {}
-    for profile in PROFILES:
-        wrapper = work / ("nvidia-smi-%s" % profile)
-        wrapper.write_text("#!/bin/sh\nGPUFLEET_EMULATOR_PROFILE=%s GPUFLEET_EMULATOR_DELAY_MS=%d "
-                           "GPUFLEET_EMULATOR_CONFIG=%s exec %s %s \"$@\"\n"
-                           % (profile, delay_ms, work / "config", sys.executable, EMULATOR))
-        wrapper.chmod(0o755)
-        wrappers[profile] = str(wrapper)
-        pci = work / "pci" / profile
-        pci.mkdir(parents=True, exist_ok=True)
-        emulator_profile.lay_out_pci(emulator_profile.load_profile(profile), str(pci))
-        interpreter = work / ("python-%s" % profile)
-        interpreter.write_text(INTERPRETER % (pci, sys.executable))
-        interpreter.chmod(0o755)
-        interpreters[profile] = str(interpreter)
-    hosts = {}
-    for i in range(size):
-        profile = PROFILES[i % len(PROFILES)]
-        hosts["node-%04d" % (i + 1)] = {"gpu_facts_nvidia_smi_path": wrappers[profile],
-                                        "ansible_python_interpreter": interpreters[profile]}
-    inventory = {"gpu_nodes": {"hosts": hosts, "vars": {
-        "ansible_connection": "local", "ansible_become": False}}}
-    path = work / ("fleet-%d.json" % size)
-    path.write_text(json.dumps(inventory))
-    return path
+def children_cpu():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
-def run_report(inventory, forks, report_dir):
+def run_report(inventory, forks, report_dir, cache_dir, from_cache=False):
+    """(wall seconds, CPU seconds) of one report.yml run."""
     env = dict(os.environ, ANSIBLE_INJECT_FACT_VARS="false", ANSIBLE_FORKS=str(forks), ANSIBLE_PIPELINING="true",
-               ANSIBLE_HOST_KEY_CHECKING="false")
+               ANSIBLE_HOST_KEY_CHECKING="false", ANSIBLE_CACHE_PLUGIN="jsonfile",
+               ANSIBLE_CACHE_PLUGIN_CONNECTION=str(cache_dir))
+    argv = ["ansible-playbook", "-i", str(inventory), str(ROOT / "playbooks" / "report.yml"),
+            "-e", "gpufleet_report_dir=%s" % report_dir]
+    if from_cache:
+        argv += ["-e", "gpufleet_report_from_cache=true"]
+    cpu = children_cpu()
     started = time.perf_counter()
-    result = subprocess.run(["ansible-playbook", "-i", str(inventory), str(ROOT / "playbooks" / "report.yml"),
-                             "-e", "gpufleet_report_dir=%s" % report_dir], env=env, capture_output=True, text=True,
-                            check=False)
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started
     if result.returncode != 0:
         raise SystemExit("report.yml failed:\n" + result.stdout[-3000:] + result.stderr[-2000:])
-    return wall
+    return wall, children_cpu() - cpu
+
+
+def check_report(report_dir, size, source):
+    data = json.loads((report_dir / "fleet-report.json").read_text())
+    assert len(data["nodes"]) == size and not data["missing"], \
+        "the report lists %d of %d hosts (missing: %s)" % (len(data["nodes"]), size, data["missing"][:5])
+    assert data["facts"] == source, data["facts"]
+    return (report_dir / "fleet-report.html").stat().st_size / 1024, (report_dir / "fleet-report.json").stat().st_size / 1024
+
+
+def spread(values):
+    return "%.1f (%.1f-%.1f)" % (statistics.median(values), min(values), max(values))
+
+
+def loadavg():
+    return os.getloadavg()[0]
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 500])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 500], help="fleets gathered and reported")
+    parser.add_argument("--cached-sizes", type=int, nargs="+", default=[500, 5000], help="reports from the cache")
     parser.add_argument("--forks", type=int, default=25)
     parser.add_argument("--delay-ms", type=int, default=300)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=3, help="runs of each gathered fleet under 500, cached report")
+    parser.add_argument("--emulator", action="store_true", help="run the emulator at every nvidia-smi call and no "
+                        "compiled-code cache (the simulation before replay)")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("fleet_bench.py needs root: each simulated host's modules run in a mount namespace with "
                          "its emulated PCI tree bound at /sys/bus/pci/devices")
     work = pathlib.Path(tempfile.mkdtemp(prefix="gpufleet-fleet-bench-"))
-    (work / "config").mkdir()
-    rows, per_host = [], {}
-    for size in args.sizes:
-        inventory = write_fleet(work, size, args.delay_ms)
-        report_dir = work / ("report-%d" % size)
-        runs = args.runs if size < 500 else max(1, args.runs - 1)
-        walls = [run_report(inventory, args.forks, report_dir) for _run in range(runs)]
-        nodes = json.loads((report_dir / "fleet-report.json").read_text())["nodes"]
-        assert len(nodes) == size, "the report lists %d of %d hosts" % (len(nodes), size)
-        html_kb = (report_dir / "fleet-report.html").stat().st_size / 1024
-        median = statistics.median(walls)
-        per_host[size] = median / size
-        rows.append("| %d | %.1f (%.1f-%.1f) | %.1f | %.0f | %.0f |"
-                    % (size, median, min(walls), max(walls), size / median, median / size * 1000, html_kb))
-    sizes = sorted(per_host)
-    # Growth is judged between the two largest fleets: the smallest one is dominated by start-up.
-    base = sizes[-2] if len(sizes) > 1 else sizes[0]
-    growth = per_host[sizes[-1]] / per_host[base]
-    print("\n".join([
+    gathered_rows, cached_rows, failures, loads = [], [], [], []
+    gathered_cache = None
+    try:
+        for size in args.sizes:
+            inventory = simulated_fleet.write_fleet(work, size, args.delay_ms, replay=not args.emulator,
+                                                    zipcache=not args.emulator)
+            runs = args.runs if size < 500 else max(1, args.runs - 2)
+            walls, cpus = [], []
+            for run in range(runs):
+                cache = work / ("cache-gathered-%d-%d" % (size, run))
+                loads.append(loadavg())
+                wall, cpu = run_report(inventory, args.forks, work / ("report-%d" % size), cache)
+                walls.append(wall)
+                cpus.append(cpu)
+                html_kb, json_kb = check_report(work / ("report-%d" % size), size, "gathered")
+                gathered_cache = (cache, size)
+            gathered_rows.append((size, walls, cpus, html_kb, json_kb))
+            target = TARGET_GATHER_S.get(size)
+            if target and statistics.median(walls) >= target:
+                failures.append("gathering and reporting %d hosts took %.0f s (target < %.0f s)"
+                                % (size, statistics.median(walls), target))
+        cache_dir, cache_size = gathered_cache
+        gathered_hosts = ["node-%04d" % (i + 1) for i in range(cache_size)]
+        per_host = {}
+        for size in args.cached_sizes:
+            cache = simulated_fleet.jsonfile_cache_copies(cache_dir, work / ("cache-%d" % size), gathered_hosts, size)
+            inventory = simulated_fleet.cache_inventory(work / ("cached-%d.json" % size), size)
+            walls, cpus = [], []
+            for _run in range(args.runs):
+                loads.append(loadavg())
+                wall, cpu = run_report(inventory, args.forks, work / ("cached-report-%d" % size), cache, from_cache=True)
+                walls.append(wall)
+                cpus.append(cpu)
+                html_kb, json_kb = check_report(work / ("cached-report-%d" % size), size, "fact cache")
+            cached_rows.append((size, walls, cpus, html_kb, json_kb))
+            per_host[size] = statistics.median(walls) / size
+            target = TARGET_CACHED_S.get(size)
+            if target and statistics.median(walls) >= target:
+                failures.append("the report of %d cached hosts took %.0f s (target < %.0f s)"
+                                % (size, statistics.median(walls), target))
+            shutil.rmtree(cache)
+        sizes = sorted(per_host)
+        growth = per_host[sizes[-1]] / per_host[sizes[0]]
+        if len(sizes) > 1 and growth > TARGET_GROWTH:
+            failures.append("the cost per cached host grew %.2f times from %d to %d hosts (target <= %.1f)"
+                            % (growth, sizes[0], sizes[-1], TARGET_GROWTH))
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    lines = [
         "## Fact gathering and the fleet report at scale",
         "",
-        "playbooks/report.yml (gpu_facts, the node probe, health and drift, HTML and JSON) against simulated fleets:",
-        "local connections, each host's nvidia-smi the emulator replaying one of three profiles in turn with %d ms"
-        % args.delay_ms,
-        "per call and the profile's PCI tree bound at /sys/bus/pci/devices in a mount namespace of its own;",
-        "forks %d; median of %d runs (500 hosts: %d) with the spread." % (args.forks, args.runs, max(1, args.runs - 1)),
+        "`tools/bench/fleet_bench.py`: playbooks/report.yml against simulated fleets (tools/bench/simulated_fleet.py:",
+        "local connections; each host's nvidia-smi %s, %d ms per call; its modules in a mount namespace"
+        % ("the emulator" if args.emulator else "the emulator's output for one of three profiles replayed",
+           args.delay_ms),
+        "with the profile's PCI tree%s), forks %d, a jsonfile fact cache."
+        % ("" if args.emulator else " and the node images' compiled-code cache", args.forks),
+        "Median of the runs with the spread; CPU is ansible-playbook's and all it started, user and system.",
         "",
-        "| hosts | wall, s | hosts/s | ms per host | report, KiB |",
-        "|---:|---:|---:|---:|---:|",
-    ] + rows + [
+        "Gathered and reported (gpu_facts, the node probe, health and drift, HTML and JSON), the cache filled:",
         "",
-        "Cost per host at %d hosts / at %d hosts: **%.2f** (1.0 is linear growth); %d hosts in %.0f s (target for 500: < 300 s)."
-        % (sizes[-1], base, growth, sizes[-1], per_host[sizes[-1]] * sizes[-1]),
-    ]))
-    return 0 if per_host[sizes[-1]] * sizes[-1] < 300 else 1
+        "| hosts | runs | wall, s | CPU, s | ms per host (wall) | report HTML / JSON, KiB |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for size, walls, cpus, html_kb, json_kb in gathered_rows:
+        lines.append("| %d | %d | %s | %s | %.0f | %.0f / %.0f |" % (
+            size, len(walls), spread(walls), spread(cpus), statistics.median(walls) / size * 1000, html_kb, json_kb))
+    lines += [
+        "",
+        "From the fact cache (`-e gpufleet_report_from_cache=true`: nothing gathered, no host reached):",
+        "",
+        "| hosts | runs | wall, s | CPU, s | ms per host (wall) | report HTML / JSON, KiB |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for size, walls, cpus, html_kb, json_kb in cached_rows:
+        lines.append("| %d | %d | %s | %s | %.1f | %.0f / %.0f |" % (
+            size, len(walls), spread(walls), spread(cpus), statistics.median(walls) / size * 1000, html_kb, json_kb))
+    gathered = dict((size, statistics.median(walls)) for size, walls, _c, _h, _j in gathered_rows)
+    cached = dict((size, statistics.median(walls)) for size, walls, _c, _h, _j in cached_rows)
+    lines += [
+        "",
+        "Targets: %s; %s; cost per cached host at %d / at %d: **%.2f** (target <= %.1f)."
+        % ("; ".join("%d hosts gathered and reported in **%.0f s** (< %.0f s)" % (size, gathered[size], target)
+                     for size, target in TARGET_GATHER_S.items() if size in gathered) or "no gathering target run",
+           "; ".join("%d cached hosts reported in **%.1f s** (< %.0f s)" % (size, cached[size], target)
+                     for size, target in TARGET_CACHED_S.items() if size in cached) or "no cached target run",
+           sizes[-1], sizes[0], growth, TARGET_GROWTH),
+        "The machine's load average (1 min) at the start of the runs: %s." % spread(loads),
+    ]
+    print("\n".join(lines))
+    for failure in failures:
+        print("MISSED: " + failure, file=sys.stderr)
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":
