@@ -91,6 +91,9 @@ def nvidia_driver_transitional(packages, other_branches):
 
 # The settings the plan reads (nvidia_driver_<name>).
 SETTINGS = ("source", "branch", "version", "flavour", "kernel_modules", "kernel_flavour", "fabricmanager", "verify")
+# The platform data and the host's facts the plan reads.
+PLATFORM = ("source", "pinning", "lifecycle", "gpu_table", "family_sources")
+HOST = ("kernel", "release", "gpu", "container", "check_mode", "reboot_required", "month")
 # The GPU table: the evidence's platform.gpu_table, from the data of vars/main.yml (__nvidia_driver_open_only_ids...).
 GPU_TABLE = ("open_only_ids", "open_lowest_id", "open_unclassified_from", "open_only_architectures",
              "open_only_names", "proprietary_only_architectures", "nvswitch_gen4_ids", "switch_tray_ids",
@@ -346,10 +349,8 @@ def nvidia_driver_plan(evidence):
     it reads and returns)."""
     _part(evidence, "whole")
     settings = _part(evidence.get("settings"), "settings", SETTINGS)
-    platform = _part(evidence.get("platform"), "platform", ("source", "pinning", "lifecycle", "gpu_table",
-                                                         "family_sources"))
-    host = _part(evidence.get("host"), "host", ("kernel", "release", "gpu", "container", "check_mode",
-                                             "reboot_required", "month"))
+    platform = _part(evidence.get("platform"), "platform", PLATFORM)
+    host = _part(evidence.get("host"), "host", HOST)
     results = _part(evidence.get("results") or {}, "results")
     table = _part(platform["gpu_table"], "platform.gpu_table", GPU_TABLE)
     source = platform["source"] if isinstance(platform["source"], dict) else {}
