@@ -19,13 +19,9 @@ __metaclass__ = type
 
 import json
 import re
+from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
-
-try:
-    from collections.abc import Mapping
-except ImportError:  # pragma: no cover
-    from collections import Mapping
 
 _MAJOR_MINOR = r"[0-9]+\.[0-9]+"
 _RELEASE = r"[0-9]+\.[0-9]+\.[0-9]+"

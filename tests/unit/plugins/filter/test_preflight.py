@@ -382,8 +382,9 @@ DRIVER = ("nvidia_driver_branch", "nvidia_driver_version", "nvidia_driver_source
 SOURCES = {
     "cuda_repo": {"branches": ["535", "550", "580"],
                   "flavours": {"server": ["cuda-drivers-{branch}"], "open": ["nvidia-open-{branch}"]}},
-    "distro": {"branches": ["535", "580"], "flavours": {"server": ["nvidia-headless-{branch}-server"],
-                                                       "signed": ["linux-modules-nvidia-{branch}-server-{kernel}"]}},
+    "distro": {"branches": ["535", "580"],
+               "flavours": {"server": ["nvidia-headless-{branch}-server"],
+                            "signed": ["linux-modules-nvidia-{branch}-server-{kernel}"]}},
 }
 PLATFORM = "Ubuntu 22.04"
 

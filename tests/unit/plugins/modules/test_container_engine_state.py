@@ -61,9 +61,11 @@ def run_module(monkeypatch, capsys, args, commands):
     return result
 
 
+READ = ("state", "can_reload", "kill_mode", "runtimes", "default_runtime", "started", "config_mtime", "unknown")
+
+
 def reads(result):
-    return dict((key, result[key]) for key in ("state", "can_reload", "kill_mode", "runtimes", "default_runtime",
-                                                "started", "config_mtime", "unknown"))
+    return dict((key, result[key]) for key in READ)
 
 
 # --- Docker --------------------------------------------------------------------------------------------------
