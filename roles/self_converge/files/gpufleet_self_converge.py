@@ -169,11 +169,11 @@ def tool(settings, name):
 
 
 def child_env(settings, settings_path, result_path=None):
-    """The environment of the Ansible commands: the virtualenv first, a UTF-8 locale (ansible-core needs one), the
-    collections directory, plain output; the callback plugin for the converge step."""
+    """The environment of the Ansible commands: a UTF-8 locale (ansible-core needs one), the collections directory,
+    plain output; the callback plugin for the converge step. PATH stays the system's: the commands are named by
+    their paths, and the playbook's modules find the node's own Python, not the virtualenv's."""
     env = dict(os.environ)
-    env["PATH"] = os.path.join(settings["venv"], "bin") + os.pathsep + env.get(
-        "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+    env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
     env.setdefault("HOME", pwd.getpwuid(os.getuid()).pw_dir)
     env.update({"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "ANSIBLE_NOCOLOR": "1",
                 "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_RETRY_FILES_ENABLED": "0",
@@ -194,8 +194,10 @@ def source_argv(settings):
     """The command of the source step: ansible-pull (git) or ansible-playbook (local), running collections.yml."""
     playbook = os.path.join(settings["share"], "collections.yml")
     if settings["source"] == "git":
+        # -i localhost, keeps the repository's inventory out of this step; ansible-pull then leaves the interpreter of
+        # localhost to discovery, so it is named: the virtualenv's, which runs the checkout and the playbook's command.
         argv = [tool(settings, "ansible-pull"), "-U", settings["url"], "-d", settings["directory"], "--clean",
-                "-i", "localhost,"]
+                "-i", "localhost,", "-e", "ansible_python_interpreter=" + tool(settings, "python")]
         if settings["version"]:
             argv += ["-C", settings["version"]]
         if settings["full_clone"]:
@@ -205,7 +207,8 @@ def source_argv(settings):
         if settings["verify_commit"]:
             argv.append("--verify-commit")
         return argv + [playbook]
-    return [tool(settings, "ansible-playbook"), "-c", "local", "-i", "localhost,", playbook]
+    return [tool(settings, "ansible-playbook"), "-c", "local", "-i", "localhost,",
+            "-e", "ansible_python_interpreter=" + tool(settings, "python"), playbook]
 
 
 def converge_argv(settings):

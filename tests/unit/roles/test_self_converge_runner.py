@@ -39,7 +39,7 @@ STAND_IN = textwrap.dedent("""\
     base = os.path.dirname(os.path.dirname(os.path.abspath(sys.argv[0])))
     with open(os.path.join(base, "calls.jsonl"), "a") as out:
         out.write(json.dumps({{"name": name, "argv": sys.argv[1:], "cwd": os.getcwd(),
-                              "env": {{k: v for k, v in os.environ.items() if k.startswith(("ANSIBLE_", "GPUFLEET_", "LC_"))}}}}) + "\\n")
+                              "env": {{k: v for k, v in os.environ.items() if k.startswith(("ANSIBLE_", "GPUFLEET_", "LC_")) or k == "PATH"}}}}) + "\\n")
     with open(os.path.join(base, "behaviour.json")) as stream:
         behaviour = json.load(stream).get(name, {{}})
     if name == "ansible-pull" and behaviour.get("rc", 0) == 0:
@@ -128,7 +128,8 @@ def test_git_source_is_ansible_pull_running_the_collections_playbook(bench):
     settings = runner.load_settings(bench.write_settings(full_clone=True, verify_commit=True, accept_host_key=True))
     assert runner.source_argv(settings) == [
         str(bench.venv / "bin" / "ansible-pull"), "-U", "file:///srv/infra.git", "-d", settings["directory"], "--clean",
-        "-i", "localhost,", "-C", "main", "--full", "--accept-host-key", "--verify-commit",
+        "-i", "localhost,", "-e", "ansible_python_interpreter=%s" % (bench.venv / "bin" / "python"),
+        "-C", "main", "--full", "--accept-host-key", "--verify-commit",
         str(bench.base / "share" / "collections.yml")]
 
 
@@ -140,8 +141,9 @@ def test_git_source_without_a_version_lets_git_choose(bench):
 def test_local_source_is_ansible_playbook_on_the_copy(tmp_path):
     bench = Bench(tmp_path, source="local")
     settings = runner.load_settings(bench.write_settings())
-    assert runner.source_argv(settings) == [str(bench.venv / "bin" / "ansible-playbook"), "-c", "local", "-i",
-                                            "localhost,", str(bench.base / "share" / "collections.yml")]
+    assert runner.source_argv(settings) == [
+        str(bench.venv / "bin" / "ansible-playbook"), "-c", "local", "-i", "localhost,",
+        "-e", "ansible_python_interpreter=%s" % (bench.venv / "bin" / "python"), str(bench.base / "share" / "collections.yml")]
 
 
 def test_converge_runs_the_playbook_as_the_node_over_the_local_connection(bench):
@@ -193,6 +195,7 @@ def test_the_callback_is_enabled_for_the_converge_step_only(bench):
     pull, playbook = bench.calls()
     for call in (pull, playbook):
         assert call["env"]["LC_ALL"] == "C.UTF-8"
+        assert call["env"]["PATH"] == os.environ["PATH"]  # the modules find the node's Python, not the virtualenv's
         assert call["env"]["ANSIBLE_COLLECTIONS_PATH"] == bench.settings["collections"]
         assert call["env"]["GPUFLEET_SELF_CONVERGE_SETTINGS"] == str(bench.base / "settings.json")
     assert "ANSIBLE_CALLBACKS_ENABLED" not in pull["env"] and "GPUFLEET_SELF_CONVERGE_RESULT" not in pull["env"]

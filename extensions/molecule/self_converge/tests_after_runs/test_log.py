@@ -1,7 +1,7 @@
 """The log of the runs: in the journal and in /var/log/gpufleet/self-converge.log, which the scenario's runs have
-rotated (self_converge_log_max_bytes 65536, self_converge_log_keep 2)."""
+rotated (self_converge_log_max_bytes 16384, self_converge_log_keep 2)."""
 LOG = "/var/log/gpufleet/self-converge.log"
-MAX_BYTES = 65536
+MAX_BYTES = 16384
 
 
 def test_the_log_was_rotated_and_stays_bounded(host):
