@@ -64,8 +64,8 @@ newest-core: bench-env
 demo: venv collections dockerd mirror wheelhouse fake-nvml   # the node image and snapshot of its OS: tools/demo.sh
 	@$(TOOLS)/demo.sh
 
-bench: bench-env dockerd
-	@$(TOOLS)/bench.sh
+bench: bench-env dockerd   # BENCH="fleet" (or gpu_facts, site) runs and rewrites only those sections
+	@$(TOOLS)/bench.sh $(BENCH)
 
 clean:
 	@-$(TOOLS)/demo.sh down 2>/dev/null

@@ -124,3 +124,15 @@ def test_an_empty_cache_fails_with_advice(gathered):
     assert "No node of this play has GPU facts and an assessment in the fact cache" in result.stdout
     assert "Configure a fact cache" in result.stdout
     assert not (tmp / "none" / "fleet-report.json").exists()
+
+
+def test_a_bad_threshold_of_one_node_stops_the_run_before_gathering(gathered):
+    """fleet_facts.yml checks every node's gpufleet_health_* variables in one pass, before anything is gathered."""
+    tmp, _cache, _report = gathered
+    inventory = json.loads((tmp / "fleet" / "fleet-4.json").read_text())
+    inventory["gpu_nodes"]["hosts"]["node-0003"]["gpufleet_health_nvlink_inactive_max"] = "two"
+    (tmp / "bad.json").write_text(json.dumps(inventory))
+    result = playbook(tmp, tmp / "bad.json", tmp / "bad-cache", tmp / "bad-report")
+    assert result.returncode != 0
+    assert "gpufleet_health_nvlink_inactive_max must be a whole number" in result.stdout
+    assert "TASK [Gather GPU facts]" not in result.stdout and not (tmp / "bad-report").exists()
