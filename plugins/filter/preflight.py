@@ -98,6 +98,44 @@ def _empty(value):
     return isinstance(value, str) and value == ""
 
 
+# --- baseline ------------------------------------------------------------------------------------------------------
+
+# A systemd unit name of the kinds baseline masks (systemd.unit(5): the name, then the unit type's suffix).
+_UNIT_NAME = r"[A-Za-z0-9@_.:-]+\.(service|socket|timer|path|target)"
+# A pattern unattended-upgrades could not be given as written: empty, or with a character apt.conf's quoting
+# (apt.conf(5): values in double quotes, no escapes) or the role's template cannot carry.
+_UNSAFE_PATTERN = r'\s*|.*["\\;{}].*'
+
+
+def baseline_setting_errors(settings):
+    """The errors of gpufleet.node.baseline's settings the argument spec cannot check."""
+    s = _settings(settings, "baseline_setting_errors", (
+        "baseline_swappiness", "baseline_memlock_limit", "baseline_kernel_headers_metapackage", "baseline_masked_units",
+        "baseline_upgrade_guard_patterns"))
+    errors = []
+    swappiness = s["baseline_swappiness"]
+    if not _matches(r"[0-9]+", swappiness) or _number(swappiness, int) > 200:
+        errors.append("baseline_swappiness must be an integer from 0 to 200 (kernels since 5.8); got %s."
+                      % _json(swappiness))
+    memlock = s["baseline_memlock_limit"]
+    if not (memlock == "unlimited" or (_matches(r"[0-9]+", memlock) and _number(memlock, int) > 0)):
+        errors.append('baseline_memlock_limit must be "unlimited" or a positive size in KiB; got %s.' % _json(memlock))
+    metapackage = s["baseline_kernel_headers_metapackage"]
+    if not _matches(r"(auto|[a-z0-9][a-z0-9.+-]+)?", metapackage):
+        errors.append('baseline_kernel_headers_metapackage must be auto, "" or a package name such as '
+                      "linux-headers-generic-hwe-22.04; got %s." % _json(metapackage))
+    units = [unit for unit in _list(s["baseline_masked_units"]) if not _matches(_UNIT_NAME, unit)]
+    if units:
+        errors.append("baseline_masked_units must hold unit names such as avahi-daemon.service; not: %s."
+                      % _json(units))
+    patterns = [pattern for pattern in _list(s["baseline_upgrade_guard_patterns"])
+                if not isinstance(pattern, str) or re.fullmatch(_UNSAFE_PATTERN, pattern, re.S)]
+    if patterns:
+        errors.append("baseline_upgrade_guard_patterns must be non-empty patterns without quotes, backslashes, braces "
+                      "or semicolons; not: %s." % _json(patterns))
+    return errors
+
+
 # --- nvidia_container_toolkit --------------------------------------------------------------------------------------
 
 def nvidia_container_toolkit_setting_errors(settings):
@@ -349,6 +387,7 @@ class FilterModule(object):
 
     def filters(self):
         return {
+            "baseline_setting_errors": baseline_setting_errors,
             "nvidia_container_toolkit_setting_errors": nvidia_container_toolkit_setting_errors,
             "cuda_setting_errors": cuda_setting_errors,
             "gpu_monitoring_setting_errors": gpu_monitoring_setting_errors,

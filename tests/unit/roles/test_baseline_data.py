@@ -57,13 +57,6 @@ def test_no_headers_in_a_container():
     assert baseline(facts, "__baseline_headers_packages") == []
 
 
-@pytest.mark.parametrize("value, wrong", [("auto", False), ("", False), ("linux-headers-oem-22.04d", False),
-                                          ("Linux Headers", True), ("linux-headers-*", True)])
-def test_the_metapackage_setting_is_checked(value, wrong):
-    errors = baseline(DEBIAN_12, "__baseline_setting_errors", baseline_kernel_headers_metapackage=value)
-    assert any("baseline_kernel_headers_metapackage" in error for error in errors) == wrong
-
-
 PLAN = {"missing": [], "packages": {}}
 
 

@@ -11,6 +11,8 @@ PREFLIGHT = "preflight.yml"
 PLATFORMS = [("Debian", "12"), ("Ubuntu", "20.04"), ("Ubuntu", "22.04"), ("Ubuntu", "24.04")]
 # role, the check's task name, a bad setting and the sentence it gives.
 CHECKS = [
+    ("baseline", "Check the settings", {"baseline_swappiness": 250},
+     "baseline_swappiness must be an integer from 0 to 200 (kernels since 5.8); got 250."),
     ("nvidia_container_toolkit", "Check the settings", {"nvidia_container_toolkit_engines": ["docker", "podman"]},
      "nvidia_container_toolkit_engines may name docker and containerd only; not known: podman."),
     ("cuda", "Check the releases (cuda_version and cuda_additional_versions)", {"cuda_version": "12"},

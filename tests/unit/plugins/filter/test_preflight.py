@@ -20,7 +20,7 @@ def defaults(role, *names):
 
 def test_every_filter_is_registered():
     assert sorted(preflight.FilterModule().filters()) == sorted([
-        "nvidia_container_toolkit_setting_errors", "cuda_setting_errors", "gpu_monitoring_setting_errors",
+        "baseline_setting_errors", "nvidia_container_toolkit_setting_errors", "cuda_setting_errors", "gpu_monitoring_setting_errors",
         "gpu_power_setting_errors", "nccl_setting_errors", "nccl_config_errors", "pytorch_setting_errors",
         "nvidia_driver_setting_errors"])
 
@@ -31,6 +31,62 @@ def test_the_settings_must_be_a_dict_holding_every_name(function):
         function([])
     with pytest.raises(AnsibleFilterError, match="needs the settings"):
         function({})
+
+
+# --- baseline ------------------------------------------------------------------------------------------------------
+
+BASELINE = ("baseline_swappiness", "baseline_memlock_limit", "baseline_kernel_headers_metapackage",
+            "baseline_masked_units", "baseline_upgrade_guard_patterns")
+
+
+def baseline(**changes):
+    settings = defaults("baseline", *BASELINE)
+    settings.update(("baseline_" + name, value) for name, value in changes.items())
+    return preflight.baseline_setting_errors(settings)
+
+
+def test_baseline_defaults_are_valid():
+    assert baseline() == []
+
+
+@pytest.mark.parametrize("value, shown", [(250, "250"), ("ten", '"ten"'), (-1, "-1"), (None, "null")])
+def test_baseline_swappiness_from_0_to_200(value, shown):
+    assert baseline(swappiness=value) == [
+        "baseline_swappiness must be an integer from 0 to 200 (kernels since 5.8); got %s." % shown]
+
+
+@pytest.mark.parametrize("value", [0, 200, "60"])
+def test_baseline_swappiness_in_range_is_accepted(value):
+    assert baseline(swappiness=value) == []
+
+
+@pytest.mark.parametrize("value, wrong", [("unlimited", False), (65536, False), ("65536", False), (0, True),
+                                          (-5, True), ("lots", True)])
+def test_baseline_memlock_limit(value, wrong):
+    assert bool(baseline(memlock_limit=value)) == wrong
+
+
+@pytest.mark.parametrize("value, wrong", [("auto", False), ("", False), ("linux-headers-oem-22.04d", False),
+                                          ("Linux Headers", True), ("linux-headers-*", True)])
+def test_baseline_headers_metapackage(value, wrong):
+    assert bool(baseline(kernel_headers_metapackage=value)) == wrong
+
+
+def test_baseline_masked_units_name_the_bad_ones():
+    assert baseline(masked_units=["cups.service", "avahi", "x.mount"]) == [
+        'baseline_masked_units must hold unit names such as avahi-daemon.service; not: ["avahi", "x.mount"].']
+
+
+@pytest.mark.parametrize("pattern", ["", "  ", 'say "x"', "a;b", "{x}", "^libcudnn\\d"])
+def test_baseline_guard_patterns_apt_conf_cannot_carry(pattern):
+    errors = baseline(upgrade_guard_patterns=["^cudnn", pattern])
+    assert len(errors) == 1 and errors[0].startswith("baseline_upgrade_guard_patterns must be non-empty patterns")
+
+
+def test_baseline_errors_come_in_the_order_of_the_checks():
+    errors = baseline(swappiness=300, memlock_limit=0, masked_units=["x"], upgrade_guard_patterns=[""])
+    assert [error.split(" ", 1)[0] for error in errors] == [
+        "baseline_swappiness", "baseline_memlock_limit", "baseline_masked_units", "baseline_upgrade_guard_patterns"]
 
 
 # --- nvidia_container_toolkit --------------------------------------------------------------------------------------
