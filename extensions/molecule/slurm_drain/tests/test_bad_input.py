@@ -1,0 +1,28 @@
+"""Bad scheduler settings stop site.yml in its first play, whatever tags the run selects, before any play changes
+anything (baseline included) and before Slurm is asked to drain anything."""
+import os
+import subprocess
+
+import pytest
+
+from conftest import CONTROLLER, SITE, slurm_nodes  # pylint: disable=import-error
+
+testinfra_hosts = [CONTROLLER]
+
+
+@pytest.mark.parametrize("tags, extra, says", [
+    ("baseline", ["-e", "scheduler_drain_timeout=0"],
+     "scheduler_drain_timeout and scheduler_poll_interval are seconds above 0"),
+    ("nvidia_driver", ["-e", "scheduler_slurm_host=gpufleet-nowhere"], "scheduler_slurm_host gpufleet-nowhere is not in the inventory"),
+    ("nvidia_driver", ["-e", "scheduler_node_name=gpufleet-nowhere"], "Slurm does not know a node gpufleet-nowhere"),
+])
+def test_refused_before_anything_changes(tags, extra, says):
+    nodes = slurm_nodes()
+    result = subprocess.run(["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], str(SITE), "--tags", tags]
+                            + extra, capture_output=True, text=True, check=False, timeout=600)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert says in output, output[-3000:]
+    assert "Gather GPU facts" not in output          # stopped in the first play's preflight
+    assert "PLAY [OS baseline]" not in output and "changed=0" in output
+    assert slurm_nodes() == nodes
