@@ -93,7 +93,7 @@ def nvidia_driver_transitional(packages, other_branches):
 SETTINGS = ("source", "branch", "version", "flavour", "kernel_modules", "kernel_flavour", "fabricmanager", "verify")
 # The platform data and the host's facts the plan reads.
 PLATFORM = ("source", "pinning", "lifecycle", "gpu_table", "family_sources")
-HOST = ("kernel", "release", "gpu", "container", "check_mode", "reboot_required", "month")
+HOST = ("kernel", "distribution", "release", "gpu", "container", "check_mode", "reboot_required", "month")
 # The GPU table: the evidence's platform.gpu_table, from the data of vars/main.yml (__nvidia_driver_open_only_ids...).
 GPU_TABLE = ("open_only_ids", "open_lowest_id", "open_unclassified_from", "open_only_architectures",
              "open_only_names", "proprietary_only_architectures", "nvswitch_gen4_ids", "switch_tray_ids",
@@ -261,6 +261,27 @@ def package_choice(source, settings, kernel, pinning, modules, fabricmanager):
             "resolve": [main + "=" + version_glob] + [name for name in install if name != main]}
 
 
+def module_errors(settings, distribution, gpus, lists, modules, open_variants):
+    """Why the GPUs cannot run the kernel modules chosen, one sentence each (preflight fails with them): open-only
+    GPUs (Grace Hopper, Blackwell) with the proprietary modules, GPUs before Turing with the open ones, and open
+    modules from a flavour whose source has none."""
+    errors = []
+    if modules == "proprietary" and gpus["open_only"]:
+        errors.append('These GPUs require the open GPU kernel modules (NVIDIA: "you must use the open-source GPU kernel '
+                      'modules" on Grace Hopper and Blackwell; the proprietary driver does not support them): %s. Set '
+                      "nvidia_driver_kernel_modules: auto or open (not proprietary)." % lists["open_only"])
+    if modules == "open" and gpus["pre_turing"]:
+        errors.append("The open GPU kernel modules support Turing and later GPUs only; these are older (Maxwell, "
+                      "Pascal or Volta): %s. Use nvidia_driver_flavour server, desktop or signed with "
+                      "nvidia_driver_kernel_modules: auto or proprietary." % lists["pre_turing"])
+    if modules == "open" and settings["flavour"] not in open_variants:
+        why = ("the GPUs require them: " + lists["open_only"]) if gpus["open_only"] \
+            else "nvidia_driver_kernel_modules: open"
+        errors.append("Source %s offers no open kernel modules for flavour %s on %s (%s); choose %s."
+                      % (settings["source"], settings["flavour"], distribution, why, " or ".join(sorted(open_variants))))
+    return errors
+
+
 def installed_state(resolution, previous, settings, main):
     """``{resolved_here, ready, version}``: whether this run resolved the driver (apt_plan ran and was not
     skipped), whether the choice is installable (nothing missing) or, where the install part did not run (tags),
@@ -376,6 +397,8 @@ def nvidia_driver_plan(evidence):
     # The packages and pins.
     plan.update(package_choice(source, settings, plan["kernel"], str(platform["pinning"] or ""),
                                plan["kernel_modules"], plan["fabricmanager"]))
+    plan["module_errors"] = module_errors(settings, host["distribution"], gpus, plan["gpu_list"],
+                                          plan["kernel_modules"], plan["open_variants"])
     resolution = results.get("resolution") if isinstance(results.get("resolution"), dict) else None
     records = (resolution or {}).get("packages") or {}
     plan["archive_entries"] = archive_entries(results.get("archive_files"), host["release"],

@@ -94,7 +94,7 @@ def slurped(text):
 
 
 def evidence(settings=None, source=None, gpu=None, results=None, **host):
-    host_facts = {"kernel": "5.15.0-204-generic", "release": "jammy", "gpu": gpu, "container": False,
+    host_facts = {"kernel": "5.15.0-204-generic", "distribution": "Ubuntu", "release": "jammy", "gpu": gpu, "container": False,
                   "check_mode": False, "reboot_required": False, "month": "2026-12"}
     host_facts.update(host)
     return {"settings": dict(SETTINGS, **(settings or {})),
@@ -211,6 +211,48 @@ def test_unclassified_until_the_driver_names_the_architecture():
 ])
 def test_kernel_modules(setting, flavour, open_only, modules):
     assert plan_filter.kernel_modules(setting, flavour, open_only) == modules
+
+
+B200 = {"0000:17:00.0": "NVIDIA B200"}
+V100 = {"0000:3b:00.0": "Tesla V100-SXM2-32GB"}
+
+
+def module_errors(modules, flavour="server", open_only=None, pre_turing=None, variants=("server", "open")):
+    gpus = {"open_only": open_only or {}, "pre_turing": pre_turing or {}, "unclassified": {}}
+    lists = dict((kind, plan_filter.gpu_list(found)) for kind, found in gpus.items())
+    return plan_filter.module_errors({"source": "distro", "flavour": flavour}, "Ubuntu", gpus, lists, modules,
+                                     dict((name, []) for name in variants))
+
+
+def test_no_module_errors_where_the_gpus_take_the_modules():
+    assert module_errors("open", open_only=B200) == [] and module_errors("proprietary", pre_turing=V100) == []
+
+
+def test_blackwell_with_the_proprietary_modules_is_refused_naming_the_gpus():
+    errors = module_errors("proprietary", open_only=B200)
+    assert len(errors) == 1 and "require the open GPU kernel modules" in errors[0]
+    assert plan_filter.gpu_list(B200) in errors[0] and "nvidia_driver_kernel_modules: auto or open" in errors[0]
+
+
+def test_volta_with_the_open_modules_is_refused():
+    errors = module_errors("open", pre_turing=V100)
+    assert len(errors) == 1 and errors[0].startswith("The open GPU kernel modules support Turing and later GPUs only")
+
+
+@pytest.mark.parametrize("open_only, why", [(B200, "the GPUs require them: "), ({}, "nvidia_driver_kernel_modules: open")])
+def test_a_flavour_without_open_modules_is_refused_naming_the_ones_with(open_only, why):
+    errors = module_errors("open", flavour="desktop", open_only=open_only, variants=("server", "open"))
+    assert errors == ["Source distro offers no open kernel modules for flavour desktop on Ubuntu (%s%s); choose open "
+                      "or server." % (why, plan_filter.gpu_list(open_only) if open_only else "")]
+
+
+def test_the_plan_carries_the_module_errors():
+    plan = plan_filter.nvidia_driver_plan(evidence(settings={"kernel_modules": "proprietary"},
+                                                   results={"pci_scan": {"stdout_lines": [
+                                                       "/sys/bus/pci/devices/0000:17:00.0/vendor:0x10de",
+                                                       "/sys/bus/pci/devices/0000:17:00.0/device:0x2901",
+                                                       "/sys/bus/pci/devices/0000:17:00.0/class:0x030200"]}}))
+    assert len(plan["module_errors"]) == 1 and "NVIDIA B200" in plan["module_errors"][0]
 
 
 def test_gpu_lists_for_the_messages():
