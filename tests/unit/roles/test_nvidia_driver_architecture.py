@@ -10,8 +10,6 @@ import subprocess
 import sys
 
 import pytest
-from ansible.plugins.loader import init_plugin_loader
-from ansible.utils.collection_loader import AnsibleCollectionConfig
 
 from .platform import ROOT, facts_for, failures_that_fire, find_task, render, task_fires, task_message
 
@@ -25,15 +23,6 @@ UNCHECKED = "Warn about GPUs whose kernel modules the role cannot tell"
 NVLSM_CHECK = "Check that NVLSM can be installed where 4th-generation NVSwitches need it"
 SETTINGS_CHECK = "Check the settings (source, branch, version, flavour and MIG)"
 SCAN = "Read the NVIDIA GPUs' PCI device ids (their architecture, known before any driver)"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def collection_filters():
-    """The role's vars call the collection's filters (gpufleet.node.nvidia_driver_plan): Ansible finds them
-    through its collection loader, installed here as the ansible CLI installs it (the collection is on sys.path,
-    .cache/self)."""
-    if AnsibleCollectionConfig.collection_finder is None:
-        init_plugin_loader()
 
 
 UBUNTU_22 = dict(facts_for("Ubuntu", "22.04"), kernel="5.15.0-204-generic")

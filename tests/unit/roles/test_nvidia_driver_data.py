@@ -3,22 +3,11 @@ the role renders it (Ubuntu's archives cannot be installed from here, so this is
 Package names from Canonical's and NVIDIA's archives as listed in the project's reference notes."""
 import pytest
 import yaml
-from ansible.plugins.loader import init_plugin_loader
-from ansible.utils.collection_loader import AnsibleCollectionConfig
 
 from .platform import ROLES, facts_for, render
 
 UBUNTU_22 = dict(facts_for("Ubuntu", "22.04"), kernel="5.15.0-204-generic")
 DEBIAN_12 = facts_for("Debian", "12")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def collection_filters():
-    """The role's vars call the collection's filters (gpufleet.node.nvidia_driver_plan): Ansible finds them
-    through its collection loader, installed here as the ansible CLI installs it (the collection is on sys.path,
-    .cache/self)."""
-    if AnsibleCollectionConfig.collection_finder is None:
-        init_plugin_loader()
 
 
 def driver(facts, expression, **settings):
