@@ -1,8 +1,8 @@
 """Benchmark of fact gathering plus the fleet report, and of the report from the fact cache (make bench).
 
 1. playbooks/report.yml gathers and reports on simulated fleets (tools/bench/simulated_fleet.py: local connections,
-   each host's nvidia-smi the emulator's output for one of three profiles replayed after a per-call delay, its
-   modules in a mount namespace with the profile's PCI tree), with a jsonfile fact cache, which the run fills.
+   each host's nvidia-smi the emulator's output for one of three profiles replayed after a per-call delay, its PCI
+   tree an emulated one), with a jsonfile fact cache, which the run fills.
 2. report.yml -e gpufleet_report_from_cache=true writes the report of 500 and 5,000 hosts from a fact cache made
    of the gathered one (each host the cached facts of a gathered host, in turn), reaching no host.
 
@@ -37,12 +37,12 @@ def children_cpu():
     return usage.ru_utime + usage.ru_stime
 
 
-def run_report(inventory, forks, report_dir, cache_dir, from_cache=False):
+def run_report(inventory, forks, report_dir, cache_dir, from_cache=False, playbooks=ROOT / "playbooks"):
     """(wall seconds, CPU seconds) of one report.yml run."""
     env = dict(os.environ, ANSIBLE_INJECT_FACT_VARS="false", ANSIBLE_FORKS=str(forks), ANSIBLE_PIPELINING="true",
                ANSIBLE_HOST_KEY_CHECKING="false", ANSIBLE_CACHE_PLUGIN="jsonfile",
                ANSIBLE_CACHE_PLUGIN_CONNECTION=str(cache_dir))
-    argv = ["ansible-playbook", "-i", str(inventory), str(ROOT / "playbooks" / "report.yml"),
+    argv = ["ansible-playbook", "-i", str(inventory), str(pathlib.Path(playbooks) / "report.yml"),
             "-e", "gpufleet_report_dir=%s" % report_dir]
     if from_cache:
         argv += ["-e", "gpufleet_report_from_cache=true"]
@@ -57,9 +57,9 @@ def run_report(inventory, forks, report_dir, cache_dir, from_cache=False):
 
 def check_report(report_dir, size, source):
     data = json.loads((report_dir / "fleet-report.json").read_text())
-    assert len(data["nodes"]) == size and not data["missing"], \
-        "the report lists %d of %d hosts (missing: %s)" % (len(data["nodes"]), size, data["missing"][:5])
-    assert data["facts"] == source, data["facts"]
+    assert len(data["nodes"]) == size and not data.get("missing"), \
+        "the report lists %d of %d hosts (missing: %s)" % (len(data["nodes"]), size, data.get("missing", [])[:5])
+    assert data.get("facts", source) == source, data["facts"]    # (reports before the cache have no "facts")
     return (report_dir / "fleet-report.html").stat().st_size / 1024, (report_dir / "fleet-report.json").stat().st_size / 1024
 
 
@@ -74,16 +74,20 @@ def loadavg():
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 500], help="fleets gathered and reported")
-    parser.add_argument("--cached-sizes", type=int, nargs="+", default=[500, 5000], help="reports from the cache")
+    parser.add_argument("--cached-sizes", type=int, nargs="*", default=[500, 5000], help="reports from the cache")
     parser.add_argument("--forks", type=int, default=25)
     parser.add_argument("--delay-ms", type=int, default=300)
     parser.add_argument("--runs", type=int, default=3, help="runs of each gathered fleet under 500, cached report")
     parser.add_argument("--emulator", action="store_true", help="run the emulator at every nvidia-smi call and no "
                         "compiled-code cache (the simulation before replay)")
+    parser.add_argument("--namespace", action="store_true", help="give each host's modules its PCI tree at "
+                        "/sys/bus/pci/devices in a mount namespace (for playbooks that do not pass gpu_facts_pci_devices_path)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--playbooks", default=str(ROOT / "playbooks"), help="another playbooks directory with "
+                        "report.yml (an earlier version, to compare; give --cached-sizes nothing when it has no cache)")
     args = parser.parse_args()
-    if os.geteuid() != 0:
-        raise SystemExit("fleet_bench.py needs root: each simulated host's modules run in a mount namespace with "
+    if (args.namespace or args.emulator) and os.geteuid() != 0:
+        raise SystemExit("--namespace needs root: each simulated host's modules run in a mount namespace with "
                          "its emulated PCI tree bound at /sys/bus/pci/devices")
     work = pathlib.Path(tempfile.mkdtemp(prefix="gpufleet-fleet-bench-"))
     gathered_rows, cached_rows, failures, loads = [], [], [], []
@@ -91,13 +95,13 @@ def main():
     try:
         for size in args.sizes:
             inventory = simulated_fleet.write_fleet(work, size, args.delay_ms, replay=not args.emulator,
-                                                    zipcache=not args.emulator)
+                                                    zipcache=not args.emulator, namespace=args.namespace or args.emulator)
             runs = args.runs if size < 500 else max(1, args.runs - 2)
             walls, cpus = [], []
             for run in range(runs):
                 cache = work / ("cache-gathered-%d-%d" % (size, run))
                 loads.append(loadavg())
-                wall, cpu = run_report(inventory, args.forks, work / ("report-%d" % size), cache)
+                wall, cpu = run_report(inventory, args.forks, work / ("report-%d" % size), cache, playbooks=args.playbooks)
                 walls.append(wall)
                 cpus.append(cpu)
                 html_kb, json_kb = check_report(work / ("report-%d" % size), size, "gathered")
@@ -116,7 +120,8 @@ def main():
             walls, cpus = [], []
             for _run in range(args.runs):
                 loads.append(loadavg())
-                wall, cpu = run_report(inventory, args.forks, work / ("cached-report-%d" % size), cache, from_cache=True)
+                wall, cpu = run_report(inventory, args.forks, work / ("cached-report-%d" % size), cache, from_cache=True,
+                                       playbooks=args.playbooks)
                 walls.append(wall)
                 cpus.append(cpu)
                 html_kb, json_kb = check_report(work / ("cached-report-%d" % size), size, "fact cache")
@@ -128,8 +133,8 @@ def main():
                                 % (size, statistics.median(walls), target))
             shutil.rmtree(cache)
         sizes = sorted(per_host)
-        growth = per_host[sizes[-1]] / per_host[sizes[0]]
-        if len(sizes) > 1 and growth > TARGET_GROWTH:
+        growth = per_host[sizes[-1]] / per_host[sizes[0]] if len(sizes) > 1 else None
+        if growth is not None and growth > TARGET_GROWTH:
             failures.append("the cost per cached host grew %.2f times from %d to %d hosts (target <= %.1f)"
                             % (growth, sizes[0], sizes[-1], TARGET_GROWTH))
     finally:
@@ -139,11 +144,11 @@ def main():
         "## Fact gathering and the fleet report at scale",
         "",
         "`tools/bench/fleet_bench.py`: playbooks/report.yml against simulated fleets (tools/bench/simulated_fleet.py:",
-        "local connections; each host's nvidia-smi %s, %d ms per call; its modules in a mount namespace"
+        "local connections; each host's nvidia-smi %s, %d ms per call; its PCI tree the profile's emulated one%s%s),"
         % ("the emulator" if args.emulator else "the emulator's output for one of three profiles replayed",
-           args.delay_ms),
-        "with the profile's PCI tree%s), forks %d, a jsonfile fact cache."
-        % ("" if args.emulator else " and the node images' compiled-code cache", args.forks),
+           args.delay_ms, ", bound in a mount namespace per module run" if args.namespace or args.emulator else "",
+           "" if args.emulator else "; the node images' compiled-code cache"),
+        "forks %d, a jsonfile fact cache." % args.forks,
         "Median of the runs with the spread; CPU is ansible-playbook's and all it started, user and system.",
         "",
         "Gathered and reported (gpu_facts, the node probe, health and drift, HTML and JSON), the cache filled:",
@@ -166,16 +171,20 @@ def main():
             size, len(walls), spread(walls), spread(cpus), statistics.median(walls) / size * 1000, html_kb, json_kb))
     gathered = dict((size, statistics.median(walls)) for size, walls, _c, _h, _j in gathered_rows)
     cached = dict((size, statistics.median(walls)) for size, walls, _c, _h, _j in cached_rows)
+    growth_text = ("cost per cached host at %d / at %d: **%.2f** (target <= %.1f)" % (
+        sizes[-1], sizes[0], growth, TARGET_GROWTH)) if growth is not None else "no cost per cached host compared"
     lines += [
         "",
-        "Targets: %s; %s; cost per cached host at %d / at %d: **%.2f** (target <= %.1f)."
+        "Targets: %s; %s; %s."
         % ("; ".join("%d hosts gathered and reported in **%.0f s** (< %.0f s)" % (size, gathered[size], target)
                      for size, target in TARGET_GATHER_S.items() if size in gathered) or "no gathering target run",
            "; ".join("%d cached hosts reported in **%.1f s** (< %.0f s)" % (size, cached[size], target)
                      for size, target in TARGET_CACHED_S.items() if size in cached) or "no cached target run",
-           sizes[-1], sizes[0], growth, TARGET_GROWTH),
+           growth_text),
         "The machine's load average (1 min) at the start of the runs: %s." % spread(loads),
     ]
+    if pathlib.Path(args.playbooks).resolve() != (ROOT / "playbooks").resolve():
+        lines.append("Playbooks: %s, not this checkout's." % args.playbooks)
     print("\n".join(lines))
     for failure in failures:
         print("MISSED: " + failure, file=sys.stderr)

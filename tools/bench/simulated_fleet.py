@@ -1,20 +1,22 @@
 """Simulated GPU hosts for the fleet benchmark and the report tests: no container, one local connection per host.
 
-Each host is a local connection (``ansible_connection: local``) whose modules run under an interpreter of its own:
+Each host is a local connection (``ansible_connection: local``) with an interpreter of its own:
 
 - its nvidia-smi answers with the output the emulator of tests/emulator prints for one of three hardware profiles
   (8-GPU NVSwitch, NVLink pairs, PCIe), rendered once per profile by the emulator itself and replayed, after a
   per-call delay that stands for a real node's NVML start-up (with ``replay=False``, the emulator runs at every
   call, as before);
-- its modules run in a private mount namespace with the profile's emulated PCI tree bound at
-  /sys/bus/pci/devices, where gpu_facts reads it (so this needs root; the machine's own tree is untouched);
+- gpu_facts reads the profile's emulated PCI tree from the directory ``gpu_facts_pci_devices_path`` names (which
+  playbooks/fleet_facts.yml passes on), or, with ``namespace=True``, at /sys/bus/pci/devices in a private mount
+  namespace of each module run (root only; for playbooks that pass no path). The machine's own tree is untouched;
 - its Python loads the compiled-code cache the bench's node images carry (tools/node-image/gpufleet_zipcache.py),
   as a node of the bench does (``zipcache=False`` leaves it out).
 
-Why replay and the cache: on the controller of a real fleet a node's nvidia-smi and the compilation of each module
-payload cost nothing (they run on the node); here every host's share runs on the same two cores as Ansible.
-The emulator is a Python program reading its profile and /proc at every call, about 0.1 s of CPU; the real
-nvidia-smi's cost to the fleet is the delay, which the replay keeps. The bytes gpu_facts reads are the same.
+Why replay, no namespace and the cache: on the controller of a real fleet a node's nvidia-smi, the setup of its
+process and the compilation of each module payload cost nothing (they happen on the node); here every host's share
+runs on the same two cores as Ansible. The emulator is a Python program reading its profile and /proc at every call,
+about 0.1 s of CPU; the real nvidia-smi's cost to the fleet is its delay, which the replay keeps. The bytes gpu_facts
+reads are the same.
 
 ``jsonfile_cache_copies`` turns the fact cache of a gathered fleet into one of any size, for the report from the
 cache: each new host gets the cached facts of a gathered host, in turn, byte for byte.
@@ -37,6 +39,9 @@ import emulator_profile  # noqa: E402  pylint: disable=wrong-import-position  (t
 
 # The interpreter of a simulated host: Python in a mount namespace of its own, with the host's PCI tree at the real
 # path. Arguments: the tree, the environment setting, then Python.
+PLAIN_INTERPRETER = """#!/bin/sh
+exec env %s %s "$@"
+"""
 INTERPRETER = """#!/bin/sh
 exec unshare --mount --propagation private /bin/sh -c \\
   'mount --bind "$0" /sys/bus/pci/devices && settings=$1 && python=$2 && shift 2 && exec env $settings "$python" "$@"' \\
@@ -77,9 +82,12 @@ def write_nvidia_smi(work, profile, delay_ms, replay):
         out.parent.mkdir(parents=True, exist_ok=True)
         out.with_suffix(".out").write_bytes(result.stdout)
         out.with_suffix(".err").write_bytes(result.stderr)
-        cases.append('  "%s") sleep %.3f; cat %s; cat %s >&2; exit %d ;;'
-                     % (" ".join(argv), delay_ms / 1000.0, out.with_suffix(".out"), out.with_suffix(".err"),
-                        result.returncode))
+        if result.stderr or result.returncode:
+            cases.append('  "%s") sleep %.3f; cat %s; cat %s >&2; exit %d ;;'
+                         % (" ".join(argv), delay_ms / 1000.0, out.with_suffix(".out"), out.with_suffix(".err"),
+                            result.returncode))
+        else:
+            cases.append('  "%s") sleep %.3f; exec cat %s ;;' % (" ".join(argv), delay_ms / 1000.0, out.with_suffix(".out")))
     path.write_text(REPLAY % {"profile": profile, "cases": "\n".join(cases), "delay": delay_ms,
                               "config": work / "config", "proc": work / "proc", "python": sys.executable,
                               "emulator": EMULATOR})
@@ -87,9 +95,11 @@ def write_nvidia_smi(work, profile, delay_ms, replay):
     return path
 
 
-def write_fleet(work, size, delay_ms, replay=True, zipcache=True, name=None, profiles=None):
+def write_fleet(work, size, delay_ms, replay=True, zipcache=True, name=None, profiles=None, namespace=False):
     """An inventory (JSON) of ``size`` simulated hosts in group gpu_nodes, node-0001 on, the profiles (PROFILES by
-    default) in turn. Returns its path."""
+    default) in turn. Returns its path. Each host's gpu_facts reads its profile's PCI tree where
+    ``gpu_facts_pci_devices_path`` (which playbooks/fleet_facts.yml passes on) says, or, with ``namespace``, at
+    /sys/bus/pci/devices in a mount namespace of its own (root only), for playbooks that pass no path."""
     profiles = profiles or PROFILES
     work = pathlib.Path(work)
     for directory in ("config", "proc"):
@@ -101,21 +111,25 @@ def write_fleet(work, size, delay_ms, replay=True, zipcache=True, name=None, pro
         shutil.copy2(ZIPCACHE, site / ZIPCACHE.name)
         (site / "sitecustomize.py").write_text("import gpufleet_zipcache  # noqa: F401\n")
         setting = "PYTHONPATH=%s GPUFLEET_PYCODE_CACHE=%s" % (site, work / "pycode")
-    smis, interpreters = {}, {}
+    smis, interpreters, trees = {}, {}, {}
     for profile in sorted(set(profiles)):
         smis[profile] = str(write_nvidia_smi(work, profile, delay_ms, replay))
         pci = work / "pci" / profile
+        trees[profile] = str(pci)
         if not pci.exists():
             pci.mkdir(parents=True)
             emulator_profile.lay_out_pci(emulator_profile.load_profile(profile), str(pci))
         interpreter = work / ("python-%s" % profile)
-        interpreter.write_text(INTERPRETER % (pci, "'%s'" % setting, sys.executable))
+        if namespace:
+            interpreter.write_text(INTERPRETER % (pci, "'%s'" % setting, sys.executable))
+        else:
+            interpreter.write_text(PLAIN_INTERPRETER % (setting, sys.executable))
         interpreter.chmod(0o755)
         interpreters[profile] = str(interpreter)
     hosts = {}
     for i in range(size):
         profile = profiles[i % len(profiles)]
-        hosts["node-%04d" % (i + 1)] = {"gpu_facts_nvidia_smi_path": smis[profile],
+        hosts["node-%04d" % (i + 1)] = {"gpu_facts_nvidia_smi_path": smis[profile], "gpu_facts_pci_devices_path": trees[profile],
                                         "ansible_python_interpreter": interpreters[profile]}
     inventory = {"gpu_nodes": {"hosts": hosts, "vars": {"ansible_connection": "local", "ansible_become": False}}}
     path = work / (name or "fleet-%d.json" % size)

@@ -2,11 +2,10 @@
 tools/bench/simulated_fleet.py) fills a jsonfile cache; report.yml -e gpufleet_report_from_cache=true then writes
 the same report from that cache alone, without reaching a host (the cached inventory has no way to reach one),
 compares drift across the nodes it reports, lists the hosts the cache lacks, and fails with advice on an empty
-cache. The simulated hosts' modules run in mount namespaces, so these tests need root, as the bench does."""
+cache."""
 import json
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 
@@ -16,8 +15,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tools" / "bench"))
 import simulated_fleet  # noqa: E402  pylint: disable=wrong-import-position
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
-                                reason="the simulated hosts' modules run in mount namespaces (root, unshare)")
 # Three profiles on driver 535 and an HGX B200 on 580: the B200 drifts from its group when all four are compared.
 PROFILES = ["hgx-a100-8gpu", "pairs-4gpu", "pcie-4gpu", "hgx-b200-8gpu"]
 HOSTS = ["node-0001", "node-0002", "node-0003", "node-0004"]
