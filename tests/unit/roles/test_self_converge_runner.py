@@ -500,7 +500,7 @@ def yaml_tasks(name):
 # --- the requirements check ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("lines, rc, says", [
-    (["pytest==%s" % __import__("pytest").__version__], 0, "every requirement is met"),
+    (["pytest==%s" % pytest.__version__], 0, "every requirement is met"),
     (["pytest==0.0.1"], 1, "installed: "),
     (["no-such-distribution-gpufleet==1.0"], 1, "not installed"),
 ])
