@@ -18,7 +18,8 @@ A run takes an exclusive flock(2) on the lock file first and gives up at once wh
 
 Everything the commands print goes to stdout (the journal, under systemd) and to the log file, which is rotated at
 ``log_max_bytes`` keeping ``log_keep`` older files. The record (``record``, JSON) is replaced atomically at the end
-of every run that took the lock; roles/self_converge/README.md lists its fields.
+of every run that took the lock, a run stopped by SIGTERM (the unit's TimeoutStartSec) or SIGINT included;
+roles/self_converge/README.md lists its fields.
 """
 import argparse
 import datetime
@@ -29,6 +30,7 @@ import json
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -50,6 +52,14 @@ DIGEST_FILE = ".gpufleet-requirements.sha256"
 
 class SettingsError(Exception):
     """The settings file is missing, unreadable or lacks a required setting."""
+
+
+class Stopped(Exception):
+    """The run was told to stop (SIGTERM from systemd at TimeoutStartSec or systemctl stop, SIGINT from a terminal)."""
+
+
+def stop(signum, _frame):
+    raise Stopped(signal.Signals(signum).name)
 
 
 def load_settings(path):
@@ -233,9 +243,18 @@ def stream(argv, env, cwd, log):
     except OSError as exc:
         log.write("cannot run %s: %s" % (argv[0], exc))
         return 127
-    for raw in iter(process.stdout.readline, b""):
-        log.write(raw.decode("utf-8", "replace"))
-    process.stdout.close()
+    try:
+        for raw in iter(process.stdout.readline, b""):
+            log.write(raw.decode("utf-8", "replace"))
+    except BaseException:
+        process.terminate()  # told to stop: the command goes too (systemd signals the whole unit anyway)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        raise
+    finally:
+        process.stdout.close()
     return process.wait()
 
 
@@ -305,6 +324,8 @@ def ansible_core_version():
 
 def run(settings, settings_path, log):
     """One run; returns the exit status."""
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     lock = Lock(settings["lock_file"])
     if not lock.acquire():
         log.note("another process holds the lock %s (last taken by %s): this run does nothing"
@@ -312,6 +333,8 @@ def run(settings, settings_path, log):
         return EXIT_BUSY
     try:
         return locked_run(settings, settings_path, log)
+    except Stopped:  # before the run had its record to write
+        return EXIT_FAILED
     finally:
         lock.release()
 
@@ -344,6 +367,10 @@ def locked_run(settings, settings_path, log):
                 record["message"] = "%s install the repository's collections (exit status %d)" % (what, rc)
             else:
                 ok = converge(settings, settings_path, log, record)
+    except Stopped as exc:
+        ok = False
+        record["message"] = ("stopped by %s in the %s step (the unit's TimeoutStartSec, systemctl stop, or Ctrl-C)"
+                             % (exc, record["stage"]))
     finally:
         finished = utc_now()
         record.update(ok=ok, finished=iso(finished), duration_s=round(time.monotonic() - clock, 1))
@@ -359,7 +386,9 @@ def locked_run(settings, settings_path, log):
 def converge(settings, settings_path, log, record):
     """The converge step; fills the record and returns whether the node converged."""
     record["stage"] = "converge"
-    handle, result_path = tempfile.mkstemp(prefix=".self-converge-result.", dir=os.path.dirname(settings["record"]))
+    # in the lock's directory (/run/lock, a tmpfs): a run killed outright leaves nothing behind for long
+    handle, result_path = tempfile.mkstemp(prefix="gpufleet-self-converge-result.",
+                                           dir=os.path.dirname(settings["lock_file"]))
     os.close(handle)
     os.unlink(result_path)  # the callback writes it at the end of the playbook; absent means it never got there
     try:

@@ -48,7 +48,11 @@ STAND_IN = textwrap.dedent("""\
         with open(os.environ["GPUFLEET_SELF_CONVERGE_RESULT"], "w") as out:
             json.dump(behaviour["result"], out)
     for line in behaviour.get("print", []):
-        print(line)
+        print(line, flush=True)
+    if behaviour.get("sleep"):
+        import time
+        time.sleep(behaviour["sleep"])
+        open(os.path.join(base, name + ".finished"), "w").close()
     sys.exit(behaviour.get("rc", 0))
     """)
 
@@ -274,6 +278,29 @@ def test_under_systemd_the_trigger_is_systemd(bench, monkeypatch):
     monkeypatch.setenv("INVOCATION_ID", "0123456789abcdef")
     bench.behave({"ansible-playbook": {"result": GOOD}})
     assert bench.run()[1]["trigger"] == "systemd"
+
+
+def test_a_run_told_to_stop_stops_its_command_and_records_why(bench):
+    """systemd's TimeoutStartSec (or systemctl stop) sends SIGTERM: the playbook is stopped and the record says so."""
+    import signal  # pylint: disable=import-outside-toplevel
+    import time  # pylint: disable=import-outside-toplevel
+
+    bench.behave({"ansible-playbook": {"sleep": 30, "print": ["PLAY [The GPU nodes]"]}})
+    path = bench.write_settings()
+    process = subprocess.Popen([sys.executable, str(FILES / "gpufleet_self_converge.py"), "--settings", str(path), "run"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = pathlib.Path(bench.settings["log_file"])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (log.exists() and "PLAY [The GPU nodes]" in log.read_text()):
+        time.sleep(0.1)
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=60)
+    record = runner.read_json(bench.settings["record"])
+    assert process.returncode == runner.EXIT_FAILED, output
+    assert record["ok"] is False and record["stage"] == "converge"
+    assert record["message"].startswith("stopped by SIGTERM in the converge step")
+    assert not (bench.venv / "ansible-playbook.finished").exists()
+    assert not list(pathlib.Path(bench.settings["lock_file"]).parent.glob("gpufleet-self-converge-result.*"))
 
 
 # --- the lock ------------------------------------------------------------------------------------------------
