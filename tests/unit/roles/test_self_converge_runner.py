@@ -219,7 +219,7 @@ def test_a_failed_playbook_fails_the_run_and_keeps_the_last_good_one(bench):
                                                         "message": "baseline_swappiness must be ..."}],
               "hosts": {HOST: dict(GOOD["hosts"][HOST], changed=0, failures=1)}}
     bench.behave({"ansible-playbook": {"result": failed, "rc": 2, "print": ["fatal: [node-a]: FAILED!"]}})
-    status, record, _ = bench.run()
+    status, record, _printed = bench.run()
     assert status == runner.EXIT_FAILED
     assert record["ok"] is False and record["stage"] == "converge" and record["rc"] == 2
     assert record["failed_tasks"] == failed["failed_tasks"]
@@ -231,14 +231,14 @@ def test_a_failed_playbook_fails_the_run_and_keeps_the_last_good_one(bench):
 
 def test_a_playbook_that_matches_no_host_fails(bench):
     bench.behave({"ansible-playbook": {"result": {"playbook": "site.yml", "hosts": {}, "failed_tasks": []}}})
-    status, record, _ = bench.run()
+    status, record, _printed = bench.run()
     assert status == runner.EXIT_FAILED
     assert "ran on no host: is node-a in the repository's inventory" in record["message"]
 
 
 def test_a_playbook_that_never_ends_fails_with_its_output(bench):
     bench.behave({"ansible-playbook": {"rc": 1, "print": ["ERROR! the role 'gpufleet.node.baseline' was not found"]}})
-    status, record, _ = bench.run()
+    status, record, _printed = bench.run()
     assert status == runner.EXIT_FAILED
     assert record["changed"] is None and record["rc"] == 1
     assert "before the end of the playbook" in record["message"]
@@ -247,7 +247,7 @@ def test_a_playbook_that_never_ends_fails_with_its_output(bench):
 
 def test_a_failed_checkout_stops_before_the_playbook(bench):
     bench.behave({"ansible-pull": {"rc": 1, "print": ["fatal: repository not found"]}})
-    status, record, _ = bench.run()
+    status, record, _printed = bench.run()
     assert status == runner.EXIT_FAILED
     assert record["stage"] == "source" and record["rc"] == 1
     assert record["message"].startswith("ansible-pull could not update the checkout")
@@ -257,7 +257,7 @@ def test_a_failed_checkout_stops_before_the_playbook(bench):
 def test_a_missing_copy_fails_without_running_anything(tmp_path):
     bench = Bench(tmp_path, source="local")
     os.rmdir(bench.settings["directory"])
-    status, record, _ = bench.run()
+    status, record, _printed = bench.run()
     assert status == runner.EXIT_FAILED and record["rc"] is None
     assert "is not there" in record["message"] and bench.calls() == []
 
@@ -270,7 +270,7 @@ def test_the_commit_is_the_checkout_s(bench):
     head = subprocess.run(["git", "-C", checkout, "rev-parse", "HEAD"], capture_output=True, text=True,
                           check=True).stdout.strip()
     bench.behave({"ansible-playbook": {"result": GOOD}})
-    _, record, _ = bench.run()
+    record = bench.run()[1]
     assert record["commit"] == head and record["last_ok"]["commit"] == head
 
 
@@ -294,7 +294,7 @@ def test_a_run_told_to_stop_stops_its_command_and_records_why(bench):
     while time.monotonic() < deadline and not (log.exists() and "PLAY [The GPU nodes]" in log.read_text()):
         time.sleep(0.1)
     process.send_signal(signal.SIGTERM)
-    output, _ = process.communicate(timeout=60)
+    output = process.communicate(timeout=60)[0]
     record = runner.read_json(bench.settings["record"])
     assert process.returncode == runner.EXIT_FAILED, output
     assert record["ok"] is False and record["stage"] == "converge"
@@ -365,7 +365,8 @@ def test_the_record_is_replaced_whole(tmp_path):
 
 def test_an_unreachable_host_fails_the_run_even_with_exit_status_0():
     hosts = {HOST: dict(GOOD["hosts"][HOST], unreachable=1)}
-    ok, _, _, _, message = runner.verdict(0, {"hosts": hosts, "failed_tasks": []}, HOST)
+    verdict = runner.verdict(0, {"hosts": hosts, "failed_tasks": []}, HOST)
+    ok, message = verdict[0], verdict[4]
     assert not ok and message.startswith("the playbook failed")
 
 
@@ -501,8 +502,8 @@ def test_the_callback_writes_the_failures_that_ended_a_host_s_run(tmp_path, monk
     result = json.loads(path.read_text())
     assert result["playbook"] == "site.yml"
     assert result["hosts"]["c"]["changed"] == 2 and result["hosts"]["a"]["rescued"] == 1
-    assert [(task["host"], task["task"]) for task in result["failed_tasks"]] == [("a", "Check the settings"),
-                                                                               ("b", "Gathering Facts")]
+    expected = [("a", "Check the settings"), ("b", "Gathering Facts")]
+    assert [(task["host"], task["task"]) for task in result["failed_tasks"]] == expected
     assert len(result["failed_tasks"][0]["message"]) == callback.MESSAGE_CHARS + 3
     assert result["failed_tasks"][1]["message"] == "ssh: no route"
 

@@ -17,4 +17,3 @@ def test_the_checkout_is_the_repository_s_head_with_nothing_changed(host):
     checkout = "/opt/gpufleet/self-converge/checkout"
     assert host.check_output("git -C %s rev-parse HEAD" % checkout) == head
     assert host.check_output("git -C %s status --porcelain" % checkout) == ""
-
