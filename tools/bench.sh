@@ -46,7 +46,7 @@ if (( ${#sections[@]} == 3 )) || [[ ! -f "$out" ]]; then
 else
   # Only the sections run are replaced (each from its "## " heading to the next), each noting when it ran.
   for section in "${sections[@]}"; do
-    printf "\nThis section: \`tools/bench.sh %s\` on %s (UTC). %s\n" "$section" "$(date -u +%Y-%m-%d)" "${machine//$'\n'/ }" >>"$work/$section.md"
+    printf "\nThis section: \`tools/bench.sh %s\` on %s (UTC).\n%s\n" "$section" "$(date -u +%Y-%m-%d)" "$machine" >>"$work/$section.md"
   done
   python3 tools/bench/replace_sections.py "$out" "${sections[@]/#/$work/}" --suffix .md
 fi

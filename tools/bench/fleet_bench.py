@@ -143,13 +143,14 @@ def main():
     lines = [
         "## Fact gathering and the fleet report at scale",
         "",
-        "`tools/bench/fleet_bench.py`: playbooks/report.yml against simulated fleets (tools/bench/simulated_fleet.py:",
-        "local connections; each host's nvidia-smi %s, %d ms per call; its PCI tree the profile's emulated one%s%s),"
-        % ("the emulator" if args.emulator else "the emulator's output for one of three profiles replayed",
-           args.delay_ms, ", bound in a mount namespace per module run" if args.namespace or args.emulator else "",
-           "" if args.emulator else "; the node images' compiled-code cache"),
-        "forks %d, a jsonfile fact cache." % args.forks,
-        "Median of the runs with the spread; CPU is ansible-playbook's and all it started, user and system.",
+        "`tools/bench/fleet_bench.py`: playbooks/report.yml against simulated fleets (tools/bench/simulated_fleet.py):",
+        "local connections; nvidia-smi: %s, %d ms per call;"
+        % ("the emulator" if args.emulator else "the emulator's output for one of three profiles, replayed",
+           args.delay_ms),
+        "PCI tree: the profile's emulated one%s%s; forks %d; a jsonfile fact cache." % (
+            ", bound in a mount namespace per module run" if args.namespace or args.emulator else "",
+            "" if args.emulator else "; the node images' compiled-code cache", args.forks),
+        "Median of the runs with the spread (min-max); CPU is ansible-playbook's and all it started, user and system.",
         "",
         "Gathered and reported (gpu_facts, the node probe, health and drift, HTML and JSON), the cache filled:",
         "",
@@ -175,12 +176,11 @@ def main():
         sizes[-1], sizes[0], growth, TARGET_GROWTH)) if growth is not None else "no cost per cached host compared"
     lines += [
         "",
-        "Targets: %s; %s; %s."
-        % ("; ".join("%d hosts gathered and reported in **%.0f s** (< %.0f s)" % (size, gathered[size], target)
-                     for size, target in TARGET_GATHER_S.items() if size in gathered) or "no gathering target run",
-           "; ".join("%d cached hosts reported in **%.1f s** (< %.0f s)" % (size, cached[size], target)
-                     for size, target in TARGET_CACHED_S.items() if size in cached) or "no cached target run",
-           growth_text),
+        "Targets: %s;" % ("; ".join("%d hosts gathered and reported in **%.0f s** (< %.0f s)" % (size, gathered[size], target)
+                                   for size, target in TARGET_GATHER_S.items() if size in gathered) or "no gathering target run"),
+        "%s;" % ("; ".join("%d cached hosts reported in **%.1f s** (< %.0f s)" % (size, cached[size], target)
+                          for size, target in TARGET_CACHED_S.items() if size in cached) or "no cached target run"),
+        "%s." % growth_text,
         "The machine's load average (1 min) at the start of the runs: %s." % spread(loads),
     ]
     if pathlib.Path(args.playbooks).resolve() != (ROOT / "playbooks").resolve():
