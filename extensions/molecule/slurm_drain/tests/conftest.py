@@ -10,6 +10,7 @@ scheduler_drain_timeout is 10 s.
 import json
 import os
 import pathlib
+import re
 import subprocess
 import threading
 import time
@@ -110,9 +111,12 @@ def site(*extra, watch_n1_job=False):
             "released": released}
 
 
-def record_seconds(label, seconds):
+def record_seconds(label, result):
+    """The run's seconds, and those of the check run it started (the scheduler's message says them)."""
     times = json.loads(TIMES_FILE.read_text()) if TIMES_FILE.exists() else {}
-    times[label] = seconds
+    took = re.search(r"the check run took ([0-9]+):([0-9]+):([0-9.]+)", result["output"])
+    check = int(took.group(1)) * 3600 + int(took.group(2)) * 60 + float(took.group(3)) if took else None
+    times[label] = [result["seconds"], check]
     TIMES_FILE.write_text(json.dumps(times))
 
 
@@ -135,7 +139,7 @@ def before():
 def check_run(before):  # pylint: disable=redefined-outer-name,unused-argument
     """Check mode on a node the change disrupts (n1, running a job) and one it does not (n3)."""
     result = site("--check", "--limit", "%s,%s" % (N1, N3))
-    record_seconds("site.yml --check on n1 and n3 (nothing drained, nothing changed)", result["seconds"])
+    record_seconds("site.yml --check on n1 and n3 (nothing drained, nothing changed)", result)
     result["packages"] = dict((node, driver_packages(node)) for node in NODES)
     return result
 
@@ -143,7 +147,7 @@ def check_run(before):  # pylint: disable=redefined-outer-name,unused-argument
 @pytest.fixture(scope="session")
 def rollout(check_run):  # pylint: disable=redefined-outer-name,unused-argument
     result = site(watch_n1_job=True)
-    record_seconds("site.yml, the rollout (n1's job released after 5 s of draining)", result["seconds"])
+    record_seconds("site.yml, the rollout (n1's job released after 5 s of draining)", result)
     result["packages"] = dict((node, driver_packages(node)) for node in NODES)
     result["nodes"] = slurm_nodes()
     result["jobs"] = slurm_jobs()
@@ -154,7 +158,7 @@ def rollout(check_run):  # pylint: disable=redefined-outer-name,unused-argument
 def second_run(rollout):  # pylint: disable=redefined-outer-name,unused-argument
     """The rollout again on the nodes it finished (n4, still waiting for its job, left out)."""
     result = site("--limit", "!" + N4)
-    record_seconds("site.yml again (without n4)", result["seconds"])
+    record_seconds("site.yml again (without n4)", result)
     result["packages"] = dict((node, driver_packages(node)) for node in NODES)
     result["nodes"] = slurm_nodes()
     return result
@@ -166,6 +170,6 @@ def pytest_sessionstart(session):  # pylint: disable=unused-argument
 
 def pytest_terminal_summary(terminalreporter):
     if TIMES_FILE.exists():
-        terminalreporter.write_sep("-", "seconds per run")
-        for label, seconds in json.loads(TIMES_FILE.read_text()).items():
-            terminalreporter.write_line("%-70s %.0f" % (label, seconds))
+        terminalreporter.write_sep("-", "seconds per run: the run / its check run")
+        for label, (seconds, check) in json.loads(TIMES_FILE.read_text()).items():
+            terminalreporter.write_line("%-70s %.0f / %s" % (label, seconds, "-" if check is None else "%.0f" % check))
