@@ -174,12 +174,14 @@ def main():
     cached = dict((size, statistics.median(walls)) for size, walls, _c, _h, _j in cached_rows)
     growth_text = ("cost per cached host at %d / at %d: **%.2f** (target <= %.1f)" % (
         sizes[-1], sizes[0], growth, TARGET_GROWTH)) if growth is not None else "no cost per cached host compared"
+    gathered_text = "; ".join("%d hosts gathered and reported in **%.0f s** (< %.0f s)" % (size, gathered[size], target)
+                              for size, target in TARGET_GATHER_S.items() if size in gathered) or "no gathering target run"
+    cached_text = "; ".join("%d cached hosts reported in **%.1f s** (< %.0f s)" % (size, cached[size], target)
+                            for size, target in TARGET_CACHED_S.items() if size in cached) or "no cached target run"
     lines += [
         "",
-        "Targets: %s;" % ("; ".join("%d hosts gathered and reported in **%.0f s** (< %.0f s)" % (size, gathered[size], target)
-                                   for size, target in TARGET_GATHER_S.items() if size in gathered) or "no gathering target run"),
-        "%s;" % ("; ".join("%d cached hosts reported in **%.1f s** (< %.0f s)" % (size, cached[size], target)
-                          for size, target in TARGET_CACHED_S.items() if size in cached) or "no cached target run"),
+        "Targets: %s;" % gathered_text,
+        "%s;" % cached_text,
         "%s." % growth_text,
         "The machine's load average (1 min) at the start of the runs: %s." % spread(loads),
     ]

@@ -34,8 +34,9 @@ ZIPCACHE = ROOT / "tools" / "node-image" / "gpufleet_zipcache.py"
 PROFILES = ["hgx-a100-8gpu", "pairs-4gpu", "pcie-4gpu"]
 # What gpu_facts' nvidia_smi backend runs (plugins/module_utils/gpu_inventory.py, SUBCOMMANDS).
 REPLAYED = {"q-x": ["-q", "-x"], "topo-m": ["topo", "-m"], "nvlink-s": ["nvlink", "-s"]}
+# tests/emulator's emulator_profile lays out the PCI tree of a profile.
 sys.path.insert(0, str(EMULATOR.parent))
-import emulator_profile  # noqa: E402  pylint: disable=wrong-import-position  (tests/emulator: the PCI layout of a profile)
+import emulator_profile  # noqa: E402  pylint: disable=wrong-import-position
 
 # The interpreter of a simulated host: Python in a mount namespace of its own, with the host's PCI tree at the real
 # path. Arguments: the tree, the environment setting, then Python.
