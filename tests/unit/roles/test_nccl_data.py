@@ -3,7 +3,7 @@ as the role renders them. The first CUDA release per path is gpufleet.node._nvid
 which nccl's preflight asks for (rendered here from _nvidia_repo's data, as after that call)."""
 import pytest
 
-from .platform import apt_stanzas, facts_for, nvidia_repo_path, render, render_template, task_fires, task_message
+from .platform import apt_stanzas, facts_for, nvidia_repo_path, render_template, task_fires, task_message
 
 PREFLIGHT = "preflight.yml"
 REPO_CHECK = "Check that NVIDIA's repository has NCCL for the CUDA release on this platform's path"

@@ -103,7 +103,7 @@ def site(*extra, watch_n1_job=False):
                 release("hold-n1", N1)
                 break
             time.sleep(1)
-    output, _ = process.communicate(timeout=900)
+    output, _errors = process.communicate(timeout=900)
     seconds = time.monotonic() - start
     watcher.done.set()
     watcher.join()
@@ -126,12 +126,12 @@ def before():
     submit("hold-n1", N1)
     submit("hold-n3", N3)
     submit("hold-n4", N4)
-    for _ in range(30):
+    for _attempt in range(30):
         if [state for _job, state, _node in slurm_jobs().values()] == ["RUNNING"] * 3:
             break
         time.sleep(1)
     jobs = slurm_jobs()
-    assert sorted(jobs) == ["hold-n1", "hold-n3", "hold-n4"] and {state for _, state, _ in jobs.values()} == {"RUNNING"}
+    assert sorted(jobs) == ["hold-n1", "hold-n3", "hold-n4"] and {state for _name, state, _node in jobs.values()} == {"RUNNING"}
     return {"packages": dict((node, driver_packages(node)) for node in NODES), "nodes": slurm_nodes(), "jobs": jobs}
 
 
