@@ -117,7 +117,7 @@ declare -A SCENARIO_SECONDS=(
   [fleet]=556 [container_toolkit]=313 [stack_ubuntu]=308 [ubuntu_releases]=223 [infra-repo]=173
   [nvidia_driver_changes]=470 [nvidia_driver_blackwell]=170 [gpu_monitoring]=150 [newest-core]=144 [cuda_nccl]=144 [nvidia_driver_cuda_repo]=122 [pytorch]=117
   [nvidia_driver_ubuntu]=115 [nvidia_driver_debian]=77 [gpu_power]=72 [baseline]=70 [gpu_facts]=54 [self_converge]=756
-  [slurm_drain]=1764
+  [slurm_drain]=1090
 )
 # Lane jobs besides the Molecule scenarios, each run by the script of its name in tools/: infra-repo, the infra
 # repository of docs/infra-repo.md with its own Molecule scenario; newest-core, the newest ansible-core release.
