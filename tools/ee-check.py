@@ -156,7 +156,9 @@ def install_from_context(context, version):
     build = pathlib.Path(context) / "_build"
     target = pathlib.Path(context).parent / "galaxy-stage"
     shutil.rmtree(target, ignore_errors=True)
-    env = dict(os.environ, ANSIBLE_GALAXY_DISABLE_GPG_VERIFY="1")
+    # The image's galaxy stage sees no other collections; here, a gpufleet.node already on the caller's
+    # ANSIBLE_COLLECTIONS_PATH (the checkout itself, under `make`) would make the install a no-op.
+    env = dict(os.environ, ANSIBLE_GALAXY_DISABLE_GPG_VERIFY="1", ANSIBLE_COLLECTIONS_PATH=str(target / "collections"))
     for argv in ([tool("ansible-galaxy"), "role", "install", "-r", "requirements.yml", "--roles-path", str(target / "roles")],
                  [tool("ansible-galaxy"), "collection", "install", "--offline", "-r", "requirements.yml",
                   "--collections-path", str(target / "collections")]):
