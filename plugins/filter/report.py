@@ -258,7 +258,7 @@ WILDCARD_HOSTS = ("", "0.0.0.0", "[::]", "::")
 
 
 def metrics_endpoint(monitoring, address):
-    """The URL a scraper uses for a node's metrics, from what node_probe.py read (listen address, path, whether the
+    """The URL a scraper uses for a node's metrics, from what gpu_facts' stack read (listen address, path, whether the
     exporter is active) and the address the fleet reaches the node at; None without an active exporter. A listen
     address without a host (":9100") or with a wildcard one listens on every address, so the node's own is used."""
     if not monitoring or not monitoring.get("active") or not monitoring.get("listen_address"):

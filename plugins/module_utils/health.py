@@ -415,7 +415,7 @@ def _pci_key(bus_id):
 
 
 def _check_xids(gpu, probes, limits, out):
-    """Critical Xids in the kernel log since boot (the node probe's ``kernel_xids``: its source and the Xid lines),
+    """Critical Xids in the kernel log since boot (``kernel_xids`` of gpu_facts' stack: its source and the Xid lines),
     each once per GPU with its count and last message. Not evaluated where the caller read no kernel log (no
     ``kernel_xids``: the metrics collector, the driver role's verify); not checked, and said so, where the node's
     kernel log could not be read."""

@@ -31,6 +31,7 @@ import re
 from xml.etree import ElementTree
 
 from ansible_collections.gpufleet.node.plugins.module_utils.nvml import reset_status, row_remapper_histogram
+from ansible_collections.gpufleet.node.plugins.module_utils.nvml_constants import ERROR_STATES
 
 __all__ = [
     "NvidiaSmiParseError",
@@ -839,16 +840,7 @@ def parse_query_gpu_csv(text, fields=None):
     return result
 
 
-# --- errors -----------------------------------------------------------------------------------------------
-
-ERROR_STATES = (
-    "driver_library_mismatch",
-    "driver_not_loaded",
-    "no_devices",
-    "gpu_lost",
-    "device_error",
-    "error",
-)
+# --- errors (the states are nvml_constants.ERROR_STATES, shared with the NVML backend) ---------------------
 
 # (state, pattern over the whitespace-normalised text); the first match wins.
 _ERROR_PATTERNS = (

@@ -60,19 +60,17 @@ ERROR_FUNCTION_NOT_FOUND = 13
 ERROR_GPU_IS_LOST = 15
 ERROR_ARGUMENT_VERSION_MISMATCH = 25
 
-# States gather() reports: nvidia_smi.ERROR_STATES plus two of its own. Kept literal here so that the NVML
-# backend needs nothing of the nvidia-smi parser (tests/unit/.../test_nvml.py checks the two stay equal).
-STATES = (
-    "ok",
+# The failure states both backends report (nvidia_smi.ERROR_STATES is this tuple: the parser imports it from here,
+# which needs nothing else), and the states gather() reports: those, ok, and two of the NVML backend's own.
+ERROR_STATES = (
     "driver_library_mismatch",
     "driver_not_loaded",
     "no_devices",
     "gpu_lost",
     "device_error",
     "error",
-    "timeout",
-    "library_not_found",
 )
+STATES = ("ok",) + ERROR_STATES + ("timeout", "library_not_found")
 
 # Return code name -> state; any other failing code is "error".
 STATE_FOR_RETURN = {

@@ -70,6 +70,19 @@ options:
         C(vendor), C(device) and C(class) files). Change it only for a chroot or a test tree.
     type: path
     default: /sys/bus/pci/devices
+  stack:
+    description:
+      - Also read what the node runs on its GPUs, returned as C(ansible_facts.gpu_stack) - the CUDA toolkit, NCCL,
+        torch, fabric manager, the container runtime, the metrics endpoint and the driver's Xid lines in the
+        kernel log - in the same module run, while the GPUs are read. C(playbooks/fleet_facts.yml) (so
+        C(validate.yml) and C(report.yml)) and the node check of M(gpufleet.node.scheduler) use it.
+    type: bool
+    default: false
+  pytorch_venv:
+    description:
+      - The virtualenv whose torch C(gpu_stack.torch) reports (M(gpufleet.node.pytorch)'s C(pytorch_venv)).
+    type: path
+    default: /opt/gpufleet/pytorch
 extends_documentation_fragment: []
 attributes:
   check_mode:
@@ -80,7 +93,7 @@ attributes:
     description: Nothing changes, so there is no diff.
   facts:
     support: full
-    description: Everything is returned under C(ansible_facts.gpu).
+    description: Everything is returned under C(ansible_facts.gpu), and with O(stack) under C(ansible_facts.gpu_stack).
 notes:
   - Use it in C(gather_facts) with C(ansible_facts_modules), or as a task.
   - A command that cannot be parsed leaves its part of the facts empty and says why in C(gpu.errors).
@@ -101,6 +114,10 @@ EXAMPLES = r"""
   gpufleet.node.gpu_facts:
     gather_subset: [inventory]
     timeout: 10
+
+- name: The GPUs and what runs on them (CUDA, NCCL, torch, fabric manager, Xids), in one module run
+  gpufleet.node.gpu_facts:
+    stack: true
 
 - name: Stop unless every GPU is up
   ansible.builtin.assert:
@@ -574,10 +591,52 @@ ansible_facts:
           returned: always
           type: dict
           sample: {"-q -x": 0.31, "topo -m": 0.29, "nvlink -s": 0.3, "wall": 0.32}
+    gpu_stack:
+      description: What the node runs on its GPUs; each field null where it cannot be read.
+      returned: when O(stack) is true
+      type: dict
+      contains:
+        cuda:
+          description: The CUDA toolkit's version from C(/usr/local/cuda/version.json).
+          type: str
+          sample: "12.8.1"
+        nccl:
+          description: The upstream version of the installed C(libnccl2) package.
+          type: str
+          sample: "2.26.5"
+        torch:
+          description: The torch version installed in O(pytorch_venv).
+          type: str
+          sample: "2.7.1+cu128"
+        fabricmanager_active:
+          description: Whether C(nvidia-fabricmanager) is active; null when systemctl cannot tell.
+          type: bool
+        container_runtime:
+          description:
+            - From M(gpufleet.node.nvidia_container_toolkit)'s record, C(/etc/gpufleet/container-runtime.json),
+              each engine only while its configuration still names the runtime, the CDI spec only while it
+              exists - C(toolkit), C(engines) (name to C(runtime), C(default), C(restart_pending)), C(cdi). Null
+              without the record.
+          type: dict
+        monitoring:
+          description:
+            - From M(gpufleet.node.gpu_monitoring)'s record, C(/etc/gpufleet/monitoring.json) - C(listen_address),
+              C(metrics_path), C(active) (the exporter's service), C(textfile_age_s) (the GPU metrics file's age),
+              C(interval_s). Null without the record.
+          type: dict
+        kernel_xids:
+          description:
+            - The driver's Xid lines (C(NVRM: Xid)) in the kernel log since boot, from the journal or else
+              C(dmesg) - C(source) (C(journal), C(dmesg) or null), C(lines) (the newest 1000), C(lines_total),
+              C(error) (why no source showed kernel messages, e.g. in a container).
+          type: dict
+          sample: {"source": "journal", "lines": [], "lines_total": 0, "error": null}
 """
 
+import threading
+
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils import gpu_inventory
+from ansible_collections.gpufleet.node.plugins.module_utils import gpu_inventory, gpu_stack
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu_inventory import (  # noqa: F401  pylint: disable=unused-import
     BACKENDS,
     PARTS,
@@ -602,18 +661,29 @@ def main():
             gather_subset=dict(type="list", elements="str", default=["all"],
                                choices=["all"] + list(PARTS)),
             pci_devices_path=dict(type="path", default="/sys/bus/pci/devices"),
+            stack=dict(type="bool", default=False),
+            pytorch_venv=dict(type="path", default=gpu_stack.DEFAULT_VENV),
         ),
         supports_check_mode=True,
     )
     if module.params["timeout"] < 1:
         module.fail_json(msg="timeout must be at least 1 second, got %d" % module.params["timeout"])
+    stack = {}
+    # The stack's commands (dpkg-query, systemctl, journalctl) run while the GPUs are read.
+    reader = threading.Thread(target=lambda: stack.update(gpu_stack.gather(module.params["pytorch_venv"])))
+    if module.params["stack"]:
+        reader.start()
     try:
         facts = gather(module.params)
     except Exception as exc:  # pylint: disable=broad-except
         # Never a traceback: an unexpected failure is a state to report like any other.
         facts = empty_facts()
         facts["message"] = "gpu_facts could not gather: %s: %s" % (type(exc).__name__, exc)
-    module.exit_json(changed=False, ansible_facts={"gpu": facts})
+    ansible_facts = {"gpu": facts}
+    if module.params["stack"]:
+        reader.join()
+        ansible_facts["gpu_stack"] = stack
+    module.exit_json(changed=False, ansible_facts=ansible_facts)
 
 
 if __name__ == "__main__":

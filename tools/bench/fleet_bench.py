@@ -152,7 +152,7 @@ def main():
             "" if args.emulator else "; the node images' compiled-code cache", args.forks),
         "Median of the runs with the spread (min-max); CPU is ansible-playbook's and all it started, user and system.",
         "",
-        "Gathered and reported (gpu_facts, the node probe, health and drift, HTML and JSON), the cache filled:",
+        "Gathered and reported (gpu_facts with the stack, health and drift, HTML and JSON), the cache filled:",
         "",
         "| hosts | runs | wall, s | CPU, s | ms per host (wall) | report HTML / JSON, KiB |",
         "|---:|---:|---:|---:|---:|---:|",

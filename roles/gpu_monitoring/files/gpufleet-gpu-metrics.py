@@ -16,24 +16,13 @@ with the state).
 import json
 import os
 import socket
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ansible_collections.gpufleet.node.plugins.module_utils import gpu_inventory, gpu_metrics  # noqa: E402
+from ansible_collections.gpufleet.node.plugins.module_utils import gpu_inventory, gpu_metrics, gpu_stack  # noqa: E402
 from ansible_collections.gpufleet.node.plugins.module_utils.health import gpufleet_node_health  # noqa: E402
-
-
-def fabricmanager_active():
-    """As playbooks/files/node_probe.py reads it: True, False, or None when systemctl cannot tell."""
-    try:
-        done = subprocess.run(["systemctl", "is-active", "nvidia-fabricmanager"], capture_output=True, text=True,
-                              timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.strip() == "active"
 
 
 def hostname_label(settings):
@@ -57,7 +46,7 @@ def main(argv):
         gpu = gpu_inventory.empty_facts()
         gpu["message"] = "gather failed: %s: %s" % (type(exc).__name__, exc)
     probes = {"persistence_expected": bool(settings.get("persistence_expected", True)),
-              "fabricmanager_active": fabricmanager_active() if (gpu.get("topology") or {}).get("nvswitch") else None}
+              "fabricmanager_active": gpu_stack.fabricmanager() if (gpu.get("topology") or {}).get("nvswitch") else None}
     try:
         health = gpufleet_node_health(gpu, probes, settings.get("health_thresholds") or {})
     except Exception as exc:  # pylint: disable=broad-except

@@ -1,11 +1,12 @@
-"""The rollout the tests judge, run once from the controller: branch 595 over the four nodes with
+"""The rollout the tests judge, run once from the controller: branch 595 over the five nodes with
 playbooks/site.yml, while jobs run, in check mode first, then for real, then again (nothing left to change), each
-time with Slurm and the first node's packages watched every second from outside the play.
+time with Slurm and the packages of n1 and n5 watched every second from outside the play.
 
 The nodes as prepare.yml leaves them: all on driver branch 580 (NVIDIA's ubuntu2204 path, the stand-in mirror)
-except n3, already at 595. Jobs: n1 runs one that ends when the test releases it, n3 and n4 run jobs that outlast
-the rollout. n2 has an uncorrected ECC error planted on its GPU 1, so its node check after the change fails; n4's
-scheduler_drain_timeout is 10 s.
+except n3, already at 595. Jobs: n1 and n5 run one each that ends when the test releases it, n3 and n4 run jobs
+that outlast the rollout. n2 has an uncorrected ECC error planted on its GPU 1, so its node check after the change
+fails; n4's scheduler_drain_timeout is 10 s. n5 is drained and resumed through the generic command hook
+(scheduler_type command, molecule.yml), the others through the role's Slurm support.
 """
 import json
 import os
@@ -20,10 +21,12 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[4]
 SITE = ROOT / "playbooks" / "site.yml"
 CONTROLLER = "gpufleet-slurm-ctl"
-NODES = ["gpufleet-slurm-n1", "gpufleet-slurm-n2", "gpufleet-slurm-n3", "gpufleet-slurm-n4"]
-N1, N2, N3, N4 = NODES
+NODES = ["gpufleet-slurm-n1", "gpufleet-slurm-n2", "gpufleet-slurm-n3", "gpufleet-slurm-n4", "gpufleet-slurm-n5"]
+N1, N2, N3, N4, N5 = NODES
+# The nodes whose job the test releases once the node has been seen draining for five seconds, and the job's name.
+RELEASED = {N1: "hold-n1", N5: "hold-n5"}
 REASON = "gpufleet: NVIDIA driver change"
-# The operator's change and the rollout's batches: the four nodes in one batch, two of which may fail.
+# The operator's change and the rollout's batches: the five nodes in one batch, two of which may fail.
 ROLLOUT = ["-e", "nvidia_driver_branch=595", "-e", "gpufleet_driver_batch=100%",
            "-e", "gpufleet_driver_max_fail_percentage=50"]
 TIMES_FILE = pathlib.Path(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/tmp")) / "slurm-drain-seconds.json"
@@ -71,7 +74,7 @@ def release(name, node):
 
 
 class Watcher(threading.Thread):
-    """Samples Slurm's nodes and jobs and n1's driver packages every second while a run goes on."""
+    """Samples Slurm's nodes and jobs and the driver packages of n1 and n5 every second while a run goes on."""
 
     def __init__(self):
         super().__init__(daemon=True)
@@ -81,28 +84,28 @@ class Watcher(threading.Thread):
     def run(self):
         while not self.done.is_set():
             self.samples.append({"time": time.monotonic(), "nodes": slurm_nodes(), "jobs": slurm_jobs(),
-                                 "n1_packages": driver_packages(N1)})
+                                 "packages": dict((node, driver_packages(node)) for node in RELEASED)})
             self.done.wait(1)
 
 
-def site(*extra, watch_n1_job=False):
+def site(*extra, release_jobs=False):
     """ansible-playbook site.yml --tags nvidia_driver with the rollout's settings; returns rc, output, seconds and
-    the samples taken meanwhile. watch_n1_job: release n1's job once Slurm has shown n1 draining for five seconds."""
+    the samples taken meanwhile. release_jobs: release the job of each node of RELEASED once Slurm has shown the
+    node draining for five seconds; "released" says when, per node."""
     argv = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], str(SITE), "--tags", "nvidia_driver"]
     argv += ROLLOUT + list(extra)
     watcher = Watcher()
     watcher.start()
     start = time.monotonic()
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    released = None
-    if watch_n1_job:
-        while process.poll() is None and time.monotonic() - start < 900:
-            draining = [sample for sample in watcher.samples if sample["nodes"][N1][0] == "draining"]
-            if len(draining) >= 5:
-                released = time.monotonic()
-                release("hold-n1", N1)
-                break
-            time.sleep(1)
+    released = {}
+    while release_jobs and len(released) < len(RELEASED) and process.poll() is None and time.monotonic() - start < 900:
+        for node, job in RELEASED.items():
+            draining = [sample for sample in watcher.samples if sample["nodes"][node][0] == "draining"]
+            if node not in released and len(draining) >= 5:
+                released[node] = time.monotonic()
+                release(job, node)
+        time.sleep(1)
     output, _errors = process.communicate(timeout=900)
     seconds = time.monotonic() - start
     watcher.done.set()
@@ -126,28 +129,30 @@ def before():
     submit("hold-n1", N1)
     submit("hold-n3", N3)
     submit("hold-n4", N4)
+    submit("hold-n5", N5)
     for _attempt in range(30):
-        if [state for _job, state, _node in slurm_jobs().values()] == ["RUNNING"] * 3:
+        if [state for _job, state, _node in slurm_jobs().values()] == ["RUNNING"] * 4:
             break
         time.sleep(1)
     jobs = slurm_jobs()
-    assert sorted(jobs) == ["hold-n1", "hold-n3", "hold-n4"] and {state for _name, state, _node in jobs.values()} == {"RUNNING"}
+    assert sorted(jobs) == ["hold-n1", "hold-n3", "hold-n4", "hold-n5"] \
+        and {state for _name, state, _node in jobs.values()} == {"RUNNING"}
     return {"packages": dict((node, driver_packages(node)) for node in NODES), "nodes": slurm_nodes(), "jobs": jobs}
 
 
 @pytest.fixture(scope="session")
 def check_run(before):  # pylint: disable=redefined-outer-name,unused-argument
-    """Check mode on a node the change disrupts (n1, running a job) and one it does not (n3)."""
-    result = site("--check", "--limit", "%s,%s" % (N1, N3))
-    record_seconds("site.yml --check on n1 and n3 (nothing drained, nothing changed)", result)
+    """Check mode on nodes the change disrupts (n1 and n5, running a job each) and one it does not (n3)."""
+    result = site("--check", "--limit", "%s,%s,%s" % (N1, N3, N5))
+    record_seconds("site.yml --check on n1, n3 and n5 (nothing drained, nothing changed)", result)
     result["packages"] = dict((node, driver_packages(node)) for node in NODES)
     return result
 
 
 @pytest.fixture(scope="session")
 def rollout(check_run):  # pylint: disable=redefined-outer-name,unused-argument
-    result = site(watch_n1_job=True)
-    record_seconds("site.yml, the rollout (n1's job released after 5 s of draining)", result)
+    result = site(release_jobs=True)
+    record_seconds("site.yml, the rollout (the jobs of n1 and n5 released after 5 s of draining)", result)
     result["packages"] = dict((node, driver_packages(node)) for node in NODES)
     result["nodes"] = slurm_nodes()
     result["jobs"] = slurm_jobs()

@@ -15,6 +15,11 @@ testinfra_hosts = [CONTROLLER]
      "scheduler_drain_timeout and scheduler_poll_interval are seconds above 0"),
     ("nvidia_driver", ["-e", "scheduler_slurm_host=gpufleet-nowhere"], "scheduler_slurm_host gpufleet-nowhere is not in the inventory"),
     ("nvidia_driver", ["-e", "scheduler_node_name=gpufleet-nowhere"], "Slurm does not know a node gpufleet-nowhere"),
+    ("nvidia_driver", ["-e", "scheduler_type=command", "-e", "scheduler_command_host=gpufleet-slurm-ctl",
+                       "-e", '{"scheduler_command_drain": []}'],
+     "scheduler_command_drain must be a command as an argv list of strings"),
+    ("nvidia_driver", ["-e", "scheduler_type=command", "-e", "scheduler_command_host=gpufleet-nowhere"],
+     "scheduler_command_host must name the inventory host"),
 ])
 def test_refused_before_anything_changes(tags, extra, says):
     nodes = slurm_nodes()

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.gpufleet.node.plugins.module_utils import gpu_inventory
+from ansible_collections.gpufleet.node.plugins.module_utils import gpu_inventory, gpu_stack
 from ansible_collections.gpufleet.node.plugins.modules import gpu_facts
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -112,6 +112,20 @@ def test_check_mode_gathers_the_same(monkeypatch, capsys, fake_smi, no_pci):
     assert len(recorder.calls) == 3
     assert result["changed"] is False
     assert result["ansible_facts"]["gpu"]["count"] == 1 and result["ansible_facts"]["gpu"]["devices"]
+
+
+def test_the_stack_only_when_asked_in_the_same_run(monkeypatch, capsys, fake_smi, no_pci):
+    answers = {"-q -x": (0, A100_XML, "", False), "topo -m": (0, P4D_TOPO, "", False),
+               "nvlink -s": (0, P5_NVLINK, "", False)}
+    asked = []
+    monkeypatch.setattr(gpu_stack, "gather", lambda venv: asked.append(venv) or {"cuda": "12.8.1", "torch": None})
+    result, _recorder = run_main(monkeypatch, capsys, {"nvidia_smi_path": fake_smi, "pci_devices_path": no_pci},
+                                 answers)
+    assert "gpu_stack" not in result["ansible_facts"] and asked == []
+    result, _recorder = run_main(monkeypatch, capsys, {"nvidia_smi_path": fake_smi, "pci_devices_path": no_pci,
+                                                      "stack": True, "pytorch_venv": "/srv/venv"}, answers)
+    assert result["ansible_facts"]["gpu_stack"] == {"cuda": "12.8.1", "torch": None} and asked == ["/srv/venv"]
+    assert result["ansible_facts"]["gpu"]["driver_version"] == "535.54.03"
 
 
 def test_mismatch_is_a_state_not_a_failure(monkeypatch, capsys, fake_smi, no_pci):

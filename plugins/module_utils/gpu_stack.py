@@ -1,35 +1,50 @@
-"""Reads what a node runs, for playbooks/fleet_facts.yml: CUDA (/usr/local/cuda), NCCL (dpkg), torch (the
-gpufleet.node.pytorch virtualenv, argv[1]), whether fabric manager is active, the container runtime for GPUs
-(gpufleet.node.nvidia_container_toolkit), the metrics endpoint (gpufleet.node.gpu_monitoring) and the driver's Xid
-lines in the kernel log since boot (the health gate gpufleet_health_critical_xids reads them). Prints JSON; never
-fails.
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.node contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What a node runs on its GPUs, for gpu_facts' ``stack`` option (``ansible_facts.gpu_stack``): CUDA
+(/usr/local/cuda), NCCL (dpkg), torch (the gpufleet.node.pytorch virtualenv), whether fabric manager is active, the
+container runtime for GPUs (gpufleet.node.nvidia_container_toolkit), the metrics endpoint
+(gpufleet.node.gpu_monitoring) and the driver's Xid lines in the kernel log since boot (the health gate
+gpufleet_health_critical_xids reads them). Never raises: what cannot be read is None, or says why.
 
 The runtime and the endpoint come from the records those roles write under /etc/gpufleet, each checked against
 the evidence on the node: an engine counts only while its configuration still names the nvidia runtime, the
-endpoint only with the exporter's service active, the GPU metrics only with their file fresh."""
+endpoint only with the exporter's service active, the GPU metrics only with their file fresh.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import collections
 import glob
 import json
 import os
-import subprocess
-import sys
 import time
+
+from ansible_collections.gpufleet.node.plugins.module_utils.process import run_command
 
 RUNTIME_RECORD = "/etc/gpufleet/container-runtime.json"
 MONITORING_RECORD = "/etc/gpufleet/monitoring.json"
+CUDA_VERSION_FILE = "/usr/local/cuda/version.json"
+DEFAULT_VENV = "/opt/gpufleet/pytorch"
+
+Ran = collections.namedtuple("Ran", "returncode stdout stderr")
 
 
 def run(argv, timeout=20):
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, errors="replace")
-    except (OSError, subprocess.TimeoutExpired):
+    """A command's Ran, or None when it did not run or did not finish in time."""
+    returncode, stdout, stderr, timed_out = run_command(argv, timeout)
+    if timed_out or returncode == 127 and not stdout:
         return None
+    return Ran(returncode, stdout, stderr)
 
 
 def cuda():
     try:
-        with open("/usr/local/cuda/version.json") as stream:
+        with open(CUDA_VERSION_FILE) as stream:
             return json.load(stream)["cuda"]["version"]
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
@@ -45,9 +60,14 @@ def torch(venv):
     return os.path.basename(found[0])[len("torch-"):-len(".dist-info")] if found else None
 
 
-def fabricmanager():
-    result = run(["systemctl", "is-active", "nvidia-fabricmanager"])
+def service_active(unit):
+    """True or False from systemctl is-active, or None when systemctl cannot tell."""
+    result = run(["systemctl", "is-active", unit])
     return None if result is None else result.stdout.strip() == "active"
+
+
+def fabricmanager():
+    return service_active("nvidia-fabricmanager")
 
 
 def read_json(path):
@@ -81,7 +101,8 @@ def engine_configured(name, engine):
 
 
 def container_runtime():
-    """{toolkit, engines: {name: {default}}, cdi}, or None without the toolkit role's record."""
+    """{toolkit, engines: {name: {runtime, default, restart_pending}}, cdi}, or None without the toolkit role's
+    record."""
     record = read_json(RUNTIME_RECORD)
     if not isinstance(record, dict):
         return None
@@ -101,14 +122,13 @@ def monitoring():
     if not isinstance(record, dict):
         return None
     exporter = record.get("node_exporter") or {}
-    result = run(["systemctl", "is-active", "prometheus-node-exporter"])
     try:
         age = round(time.time() - os.stat(record.get("textfile") or "").st_mtime)
     except OSError:
         age = None
     return {"listen_address": exporter.get("listen_address"), "metrics_path": exporter.get("metrics_path") or "/metrics",
-            "active": None if result is None else result.stdout.strip() == "active",
-            "textfile_age_s": age, "interval_s": record.get("interval_s")}
+            "active": service_active("prometheus-node-exporter"), "textfile_age_s": age,
+            "interval_s": record.get("interval_s")}
 
 
 # The kernel log since boot, from the journal, else the kernel's ring buffer. A source counts only when it shows
@@ -120,6 +140,8 @@ XID_LINES_KEPT = 1000
 
 
 def kernel_xids():
+    """{source, lines, lines_total, error}: the Xid lines of the first kernel log that shows kernel messages; with
+    no source, the error says what each log gave."""
     tried = []
     for source, argv in KERNEL_LOGS:
         result = run(argv, timeout=60)
@@ -136,11 +158,22 @@ def kernel_xids():
     return {"source": None, "lines": [], "lines_total": 0, "error": "; ".join(tried)}
 
 
-def main(argv):
-    print(json.dumps({"cuda": cuda(), "nccl": nccl(), "torch": torch(argv[1] if len(argv) > 1 else "/opt/gpufleet/pytorch"),
-                      "fabricmanager_active": fabricmanager(), "container_runtime": container_runtime(),
-                      "monitoring": monitoring(), "kernel_xids": kernel_xids()}))
+FIELDS = ("cuda", "nccl", "torch", "fabricmanager_active", "container_runtime", "monitoring", "kernel_xids")
 
 
-if __name__ == "__main__":
-    main(sys.argv)
+def gather(venv=None):
+    """The ``gpu_stack`` facts. Never raises: an unexpected failure leaves every field None (no evidence) and says
+    why where the health gates look for the kernel log."""
+    try:
+        return _gather(venv)
+    except Exception as exc:  # pylint: disable=broad-except
+        facts = dict.fromkeys(FIELDS)
+        facts["kernel_xids"] = {"source": None, "lines": [], "lines_total": 0,
+                                "error": "the stack could not be read: %s: %s" % (type(exc).__name__, exc)}
+        return facts
+
+
+def _gather(venv):
+    return {"cuda": cuda(), "nccl": nccl(), "torch": torch(venv or DEFAULT_VENV),
+            "fabricmanager_active": fabricmanager(), "container_runtime": container_runtime(),
+            "monitoring": monitoring(), "kernel_xids": kernel_xids()}

@@ -1,6 +1,6 @@
-"""playbooks/files/node_probe.py: the container runtime and the metrics endpoint come from the roles' records, each
-checked against the node (an engine whose configuration lost the runtime, an exporter that is not active)."""
-import importlib.util
+"""module_utils/gpu_stack (gpu_facts' ``stack``): the container runtime and the metrics endpoint come from the roles'
+records, each checked against the node (an engine whose configuration lost the runtime, an exporter that is not
+active); the kernel log's Xid lines come from the first log that shows kernel messages."""
 import json
 import os
 import time
@@ -8,17 +8,14 @@ from pathlib import Path
 
 import pytest
 
-PROBE = Path(__file__).resolve().parents[3] / "playbooks" / "files" / "node_probe.py"
+from ansible_collections.gpufleet.node.plugins.module_utils import gpu_stack
 
 
 @pytest.fixture(name="probe")
 def fixture_probe(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("node_probe", PROBE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.setattr(module, "RUNTIME_RECORD", str(tmp_path / "container-runtime.json"))
-    monkeypatch.setattr(module, "MONITORING_RECORD", str(tmp_path / "monitoring.json"))
-    return module
+    monkeypatch.setattr(gpu_stack, "RUNTIME_RECORD", str(tmp_path / "container-runtime.json"))
+    monkeypatch.setattr(gpu_stack, "MONITORING_RECORD", str(tmp_path / "monitoring.json"))
+    return gpu_stack
 
 
 def write(path, data):
@@ -62,7 +59,7 @@ def test_monitoring_reports_the_service_and_the_file_age(probe, tmp_path, monkey
 
     class Result:
         stdout = "inactive\n"
-    monkeypatch.setattr(probe, "run", lambda argv: Result)
+    monkeypatch.setattr(probe, "run", lambda argv, timeout=20: Result)
     result = probe.monitoring()
     assert result["listen_address"] == ":9100" and result["active"] is False and result["interval_s"] == 30
     assert 41 <= result["textfile_age_s"] <= 44
@@ -72,11 +69,9 @@ def test_monitoring_reports_the_service_and_the_file_age(probe, tmp_path, monkey
     assert probe.monitoring()["textfile_age_s"] is None
 
 
-class Ran:
-    """What subprocess.run gives the probe: exit status, output and error text."""
-
-    def __init__(self, returncode, stdout="", stderr=""):
-        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+def Ran(returncode, stdout="", stderr=""):  # pylint: disable=invalid-name
+    """A command's exit status, output and error text, as gpu_stack.run gives them."""
+    return gpu_stack.Ran(returncode, stdout, stderr)
 
 
 # Kernel log lines as journalctl -k -o short-iso prints them; the Xid lines in the driver's form (NVIDIA's Xid
@@ -112,3 +107,38 @@ def test_kernel_xids_keeps_the_newest_lines(probe, monkeypatch):
     found = probe.kernel_xids()
     assert (found["lines_total"], len(found["lines"])) == (1500, probe.XID_LINES_KEPT)
     assert found["lines"][-1].endswith("Graphics Exception 1499")
+
+
+def test_run_says_none_for_a_command_that_did_not_run_or_finish(monkeypatch):
+    assert gpu_stack.run(["/nonexistent/gpufleet-command"]) is None
+    assert gpu_stack.run(["sh", "-c", "echo out; echo err >&2; exit 3"]) == gpu_stack.Ran(3, "out\n", "err\n")
+    assert gpu_stack.run(["sleep", "5"], timeout=1) is None
+
+
+def test_versions_from_the_node(tmp_path, monkeypatch):
+    version_file = tmp_path / "version.json"
+    monkeypatch.setattr(gpu_stack, "CUDA_VERSION_FILE", str(version_file))
+    assert gpu_stack.cuda() is None
+    # /usr/local/cuda/version.json as cuda-toolkit-config-common 12.8 ships it (its first keys)
+    version_file.write_text(json.dumps({"cuda": {"name": "CUDA SDK", "version": "12.8.1"},
+                                        "cuda_cccl": {"name": "CUDA C++ Core Compute Libraries", "version": "12.8.90"}}))
+    assert gpu_stack.cuda() == "12.8.1"
+    version_file.write_text("[]")
+    assert gpu_stack.cuda() is None
+    answers = {"ii 2.26.5-1+cuda12.9": "2.26.5", "hi 2.21.5-1+cuda12.4": "2.21.5", "rc 2.26.5-1+cuda12.9": None, "": None}
+    for printed, expected in answers.items():
+        monkeypatch.setattr(gpu_stack, "run", lambda argv, timeout=20, printed=printed: Ran(0 if printed else 1, printed))
+        assert gpu_stack.nccl() == expected, printed
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    assert gpu_stack.torch(str(tmp_path / "venv")) is None
+    (site / "torch-2.7.1+cu128.dist-info").mkdir(parents=True)
+    assert gpu_stack.torch(str(tmp_path / "venv")) == "2.7.1+cu128"
+
+
+def test_gather_never_raises(monkeypatch):
+    def broken(venv):
+        raise RuntimeError("planted")
+    monkeypatch.setattr(gpu_stack, "_gather", broken)
+    facts = gpu_stack.gather("/opt/gpufleet/pytorch")
+    assert set(facts) == set(gpu_stack.FIELDS) and facts["cuda"] is None
+    assert facts["kernel_xids"]["source"] is None and "RuntimeError: planted" in facts["kernel_xids"]["error"]
