@@ -156,9 +156,11 @@ def install_from_context(context, version):
     build = pathlib.Path(context) / "_build"
     target = pathlib.Path(context).parent / "galaxy-stage"
     shutil.rmtree(target, ignore_errors=True)
-    # The image's galaxy stage sees no other collections; here, a gpufleet.node already on the caller's
-    # ANSIBLE_COLLECTIONS_PATH (the checkout itself, under `make`) would make the install a no-op.
-    env = dict(os.environ, ANSIBLE_GALAXY_DISABLE_GPG_VERIFY="1", ANSIBLE_COLLECTIONS_PATH=str(target / "collections"))
+    # The image's galaxy stage sees no other collections; here, a gpufleet.node the caller can already see (the
+    # checkout itself under `make`: on ANSIBLE_COLLECTIONS_PATH, and on PYTHONPATH, which Ansible scans too) would make
+    # the install a no-op.
+    env = dict(os.environ, ANSIBLE_GALAXY_DISABLE_GPG_VERIFY="1", ANSIBLE_COLLECTIONS_PATH=str(target / "collections"),
+               ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false")
     for argv in ([tool("ansible-galaxy"), "role", "install", "-r", "requirements.yml", "--roles-path", str(target / "roles")],
                  [tool("ansible-galaxy"), "collection", "install", "--offline", "-r", "requirements.yml",
                   "--collections-path", str(target / "collections")]):

@@ -296,6 +296,18 @@ def runtime_line(runtime):
     return "nvidia runtime in %s%s%s" % (engines, toolkit, " · CDI" if runtime.get("cdi") else "")
 
 
+def self_converge_line(run):
+    """The report's self-converge cell: "-" for a node that does not converge itself, else how its last run ended."""
+    if not run:
+        return "-"
+    when = (run.get("time") or "").replace("T", " ").rstrip("Z")
+    if run.get("ok"):
+        changed = run.get("changed")
+        return "ok %s%s%s" % (when, " (%s changed)" % changed if changed is not None else "",
+                              " · %s" % run["commit"][:10] if run.get("commit") else "")
+    return "failed %s: %s" % (when, run.get("message") or "no message")
+
+
 def gpufleet_report_node(host_vars):
     """One node's entry of the fleet report, from its hostvars (after playbooks/fleet_facts.yml): what the page
     shows, a health line, and every GPU fact."""
@@ -318,6 +330,7 @@ def gpufleet_report_node(host_vars):
             "container_runtime": runtime_line(node.get("container_runtime")),
             "metrics_endpoint": metrics_endpoint(node.get("monitoring"), address),
             "metrics_note": metrics_note(node.get("monitoring")),
+            "self_converge": self_converge_line(node.get("self_converge")),
             "gpu": gpu,
         }
     except (KeyError, TypeError) as exc:

@@ -4,8 +4,9 @@
 """What a node runs on its GPUs, for gpu_facts' ``stack`` option (``ansible_facts.gpu_stack``): CUDA
 (/usr/local/cuda), NCCL (dpkg), torch (the gpufleet.node.pytorch virtualenv), whether fabric manager is active, the
 container runtime for GPUs (gpufleet.node.nvidia_container_toolkit), the metrics endpoint
-(gpufleet.node.gpu_monitoring) and the driver's Xid lines in the kernel log since boot (the health gate
-gpufleet_health_critical_xids reads them). Never raises: what cannot be read is None, or says why.
+(gpufleet.node.gpu_monitoring), the last run of gpufleet.node.self_converge's timer, and the driver's Xid lines in
+the kernel log since boot (the health gate gpufleet_health_critical_xids reads them). Never raises: what cannot be
+read is None, or says why.
 
 The runtime and the endpoint come from the records those roles write under /etc/gpufleet, each checked against
 the evidence on the node: an engine counts only while its configuration still names the nvidia runtime, the
@@ -26,6 +27,10 @@ from ansible_collections.gpufleet.node.plugins.module_utils.process import run_c
 
 RUNTIME_RECORD = "/etc/gpufleet/container-runtime.json"
 MONITORING_RECORD = "/etc/gpufleet/monitoring.json"
+SELF_CONVERGE_RECORD = "/etc/gpufleet/self-converge.json"
+# What the fleet report and the health gates take of the self-converge runner's record (roles/self_converge/README.md,
+# "The record").
+SELF_CONVERGE_FIELDS = ("ok", "time", "message", "commit", "changed", "last_ok")
 CUDA_VERSION_FILE = "/usr/local/cuda/version.json"
 DEFAULT_VENV = "/opt/gpufleet/pytorch"
 
@@ -131,6 +136,19 @@ def monitoring():
             "interval_s": record.get("interval_s")}
 
 
+def self_converge():
+    """{ok, time, message, commit, changed, last_ok} of the last self-converge run, from the runner's record; None
+    without a record (the node does not converge itself, or has not run yet). A record that is not the runner's
+    (no boolean ok) is reported as a failed run that says so, never as a good one."""
+    if not os.path.exists(SELF_CONVERGE_RECORD):
+        return None
+    record = read_json(SELF_CONVERGE_RECORD)
+    if not isinstance(record, dict) or not isinstance(record.get("ok"), bool):
+        return dict(dict.fromkeys(SELF_CONVERGE_FIELDS), ok=False,
+                    message="%s is not a record of the self-converge runner" % SELF_CONVERGE_RECORD)
+    return dict((field, record.get(field)) for field in SELF_CONVERGE_FIELDS)
+
+
 # The kernel log since boot, from the journal, else the kernel's ring buffer. A source counts only when it shows
 # kernel messages at all: a container's journal has none (its kernel is the host's), and dmesg may be refused
 # (kernel.dmesg_restrict without CAP_SYSLOG). Only the driver's Xid lines are kept, the newest XID_LINES_KEPT.
@@ -158,7 +176,8 @@ def kernel_xids():
     return {"source": None, "lines": [], "lines_total": 0, "error": "; ".join(tried)}
 
 
-FIELDS = ("cuda", "nccl", "torch", "fabricmanager_active", "container_runtime", "monitoring", "kernel_xids")
+FIELDS = ("cuda", "nccl", "torch", "fabricmanager_active", "container_runtime", "monitoring", "self_converge",
+          "kernel_xids")
 
 
 def gather(venv=None):
@@ -176,4 +195,4 @@ def gather(venv=None):
 def _gather(venv):
     return {"cuda": cuda(), "nccl": nccl(), "torch": torch(venv or DEFAULT_VENV),
             "fabricmanager_active": fabricmanager(), "container_runtime": container_runtime(),
-            "monitoring": monitoring(), "kernel_xids": kernel_xids()}
+            "monitoring": monitoring(), "self_converge": self_converge(), "kernel_xids": kernel_xids()}

@@ -437,6 +437,18 @@ def _check_xids(gpu, probes, limits, out):
         out.failures.append("%s: Xid %d%s since boot (%s)" % (where, xid, times, text or "no message"))
 
 
+def _check_self_converge(probes, out):
+    """A node that converges itself (gpu_facts' stack found the runner's record) and whose last run failed: a
+    warning with when and why, as the node's software may have drifted from the infra repository since."""
+    run = probes.get("self_converge")
+    if isinstance(run, dict) and run.get("ok") is False:
+        last_ok = run.get("last_ok") or {}
+        out.warnings.append("self-converge: the last run%s failed (%s)%s" % (
+            " (%s)" % run["time"] if run.get("time") else "", run.get("message") or "no message",
+            "; last converged %s" % last_ok["time"] if isinstance(last_ok, dict) and last_ok.get("time")
+            else "; never converged"))
+
+
 def gpufleet_node_health(gpu, probes=None, thresholds=None):
     """``{"failures": [...], "warnings": [...]}`` for one node, from its gpu facts, probes and health thresholds."""
     if not isinstance(gpu, dict) or "state" not in gpu:
@@ -444,6 +456,7 @@ def gpufleet_node_health(gpu, probes=None, thresholds=None):
     limits = gpufleet_health_thresholds(thresholds)
     probes = probes or {}
     out = _Assessment()
+    _check_self_converge(probes, out)
     if gpu["state"] != "ok" and not _only_pci_short(gpu):
         out.failures.append("driver: %s (%s)" % (gpu["state"], gpu.get("message") or "no message"))
         _check_xids(gpu, probes, limits, out)   # a GPU off the bus leaves its Xid 79 behind

@@ -73,8 +73,8 @@ options:
   stack:
     description:
       - Also read what the node runs on its GPUs, returned as C(ansible_facts.gpu_stack) - the CUDA toolkit, NCCL,
-        torch, fabric manager, the container runtime, the metrics endpoint and the driver's Xid lines in the
-        kernel log - in the same module run, while the GPUs are read. C(playbooks/fleet_facts.yml) (so
+        torch, fabric manager, the container runtime, the metrics endpoint, the last self-converge run and the
+        driver's Xid lines in the kernel log - in the same module run, while the GPUs are read. C(playbooks/fleet_facts.yml) (so
         C(validate.yml) and C(report.yml)) and the node check of M(gpufleet.node.scheduler) use it.
     type: bool
     default: false
@@ -623,6 +623,12 @@ ansible_facts:
             - From M(gpufleet.node.gpu_monitoring)'s record, C(/etc/gpufleet/monitoring.json) - C(listen_address),
               C(metrics_path), C(active) (the exporter's service), C(textfile_age_s) (the GPU metrics file's age),
               C(interval_s). Null without the record.
+          type: dict
+        self_converge:
+          description:
+            - The last run of the timer of the role C(gpufleet.node.self_converge), from its record
+              C(/etc/gpufleet/self-converge.json) - C(ok), C(time), C(message), C(commit), C(changed), C(last_ok).
+              Null without the record.
           type: dict
         kernel_xids:
           description:

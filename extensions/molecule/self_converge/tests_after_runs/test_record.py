@@ -62,3 +62,10 @@ def test_the_status_command_prints_it(host, record):
     result = host.run("gpufleet-self-converge status")
     assert result.rc == 0
     assert json.loads(result.stdout) == record
+
+
+def test_gpu_facts_stack_hands_it_to_the_fleet_report(host, record):
+    """gpu_facts with stack: true (fleet_facts.yml, so validate.yml and report.yml) reads the record's summary."""
+    stack = host.ansible("gpufleet.node.gpu_facts", "stack=true", check=False)["ansible_facts"]["gpu_stack"]
+    assert stack["self_converge"] == dict((field, record[field])
+                                          for field in ("ok", "time", "message", "commit", "changed", "last_ok"))

@@ -10,7 +10,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpufleet.node.plugins.filter.report import (
-    gpufleet_report_node, gpufleet_topology_svg, metrics_endpoint, metrics_note, runtime_line)
+    gpufleet_report_node, gpufleet_topology_svg, metrics_endpoint, metrics_note, runtime_line, self_converge_line)
 
 
 def facts(**topology):
@@ -174,6 +174,18 @@ def test_report_node_carries_runtime_and_endpoint():
     entry = gpufleet_report_node({"inventory_hostname": "n1", "ansible_facts": {"gpu": gpu},
                                   "gpufleet_node": dict(node, container_runtime=None, monitoring=None)})
     assert entry["container_runtime"] == "none" and entry["metrics_endpoint"] is None
+
+
+def test_self_converge_line():
+    # the fields gpu_facts' stack takes from the runner's record (roles/self_converge/README.md)
+    good = {"ok": True, "time": "2026-12-07T14:03:12Z", "message": "converged: 0 changed",
+            "commit": "3f7f13c2a1b4c5d6e7f8091a2b3c4d5e6f708192", "changed": 0, "last_ok": None}
+    assert self_converge_line(None) == "-"
+    assert self_converge_line(good) == "ok 2026-12-07 14:03:12 (0 changed) · 3f7f13c2a1"
+    assert self_converge_line(dict(good, commit=None, changed=None)) == "ok 2026-12-07 14:03:12"
+    failed = dict(good, ok=False, message="the playbook failed (ansible-playbook exit status 2): node: Check the settings")
+    assert self_converge_line(failed) == ("failed 2026-12-07 14:03:12: the playbook failed (ansible-playbook exit "
+                                          "status 2): node: Check the settings")
 
 
 @pytest.mark.parametrize("profile", ["hgx-a100-8gpu", "hgx-h100-8gpu"])

@@ -15,6 +15,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils import gpu_stack
 def fixture_probe(tmp_path, monkeypatch):
     monkeypatch.setattr(gpu_stack, "RUNTIME_RECORD", str(tmp_path / "container-runtime.json"))
     monkeypatch.setattr(gpu_stack, "MONITORING_RECORD", str(tmp_path / "monitoring.json"))
+    monkeypatch.setattr(gpu_stack, "SELF_CONVERGE_RECORD", str(tmp_path / "self-converge.json"))
     return gpu_stack
 
 
@@ -142,3 +143,19 @@ def test_gather_never_raises(monkeypatch):
     facts = gpu_stack.gather("/opt/gpufleet/pytorch")
     assert set(facts) == set(gpu_stack.FIELDS) and facts["cuda"] is None
     assert facts["kernel_xids"]["source"] is None and "RuntimeError: planted" in facts["kernel_xids"]["error"]
+
+
+def test_self_converge_from_the_runners_record(probe):
+    assert probe.self_converge() is None
+    # a record as the runner (roles/self_converge/files) writes it, shortened to the fields read and a few others
+    record = {"time": "2026-12-07T14:03:12Z", "finished": "2026-12-07T14:04:01Z", "duration_s": 49, "ok": False,
+              "stage": "converge", "rc": 2, "message": "the playbook failed (ansible-playbook exit status 2)",
+              "commit": "3f7f13c2a1b4c5d6e7f8091a2b3c4d5e6f708192", "changed": None,
+              "last_ok": {"time": "2026-12-07T13:03:10Z", "commit": "0a1b2c3d"}, "trigger": "systemd"}
+    write(probe.SELF_CONVERGE_RECORD, record)
+    assert probe.self_converge() == dict((field, record[field]) for field in probe.SELF_CONVERGE_FIELDS)
+    # not the runner's: never a good run
+    for text in ('{"ok": "yes"}', "[]", "not json"):
+        write(probe.SELF_CONVERGE_RECORD, text)
+        found = probe.self_converge()
+        assert found["ok"] is False and "is not a record of the self-converge runner" in found["message"], text

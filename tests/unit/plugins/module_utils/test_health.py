@@ -559,3 +559,16 @@ def test_a_kernel_log_that_cannot_be_read_is_said():
 def test_critical_xids_must_be_xid_numbers(value):
     with pytest.raises(HealthError, match="gpufleet_health_critical_xids must be a list of Xid numbers"):
         gpufleet_health_thresholds({"critical_xids": value})
+
+
+def test_a_failed_self_converge_run_is_a_warning_with_when_and_why():
+    run = {"ok": False, "time": "2026-12-07T14:03:12Z", "message": "the playbook failed (ansible-playbook exit status 2)",
+           "commit": "3f7f13c2", "changed": None, "last_ok": {"time": "2026-12-07T13:03:10Z", "commit": "0a1b2c3d"}}
+    assert gpufleet_node_health(healthy(), {"self_converge": run}) == {"failures": [], "warnings": [
+        "self-converge: the last run (2026-12-07T14:03:12Z) failed (the playbook failed (ansible-playbook exit status 2));"
+        " last converged 2026-12-07T13:03:10Z"]}
+    never = gpufleet_node_health(healthy(), {"self_converge": dict(run, last_ok=None)})["warnings"]
+    assert never[0].endswith("; never converged")
+    # a good run, or a node that does not converge itself, says nothing
+    assert gpufleet_node_health(healthy(), {"self_converge": dict(run, ok=True)})["warnings"] == []
+    assert gpufleet_node_health(healthy(), {"self_converge": None})["warnings"] == []
