@@ -300,12 +300,13 @@ def self_converge_line(run):
     """The report's self-converge cell: "-" for a node that does not converge itself, else how its last run ended."""
     if not run:
         return "-"
-    when = (run.get("time") or "").replace("T", " ").rstrip("Z")
+    when = str(run.get("time") or "").replace("T", " ").rstrip("Z")
+    when = " " + when if when else ""
     if run.get("ok"):
         changed = run.get("changed")
-        return "ok %s%s%s" % (when, " (%s changed)" % changed if changed is not None else "",
-                              " · %s" % run["commit"][:10] if run.get("commit") else "")
-    return "failed %s: %s" % (when, run.get("message") or "no message")
+        return "ok%s%s%s" % (when, " (%s changed)" % changed if changed is not None else "",
+                             " · %s" % str(run["commit"])[:10] if run.get("commit") else "")
+    return "failed%s: %s" % (when, run.get("message") or "no message")
 
 
 def gpufleet_report_node(host_vars):

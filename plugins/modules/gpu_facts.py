@@ -74,7 +74,7 @@ options:
     description:
       - Also read what the node runs on its GPUs, returned as C(ansible_facts.gpu_stack) - the CUDA toolkit, NCCL,
         torch, fabric manager, the container runtime, the metrics endpoint, the last self-converge run and the
-        driver's Xid lines in the kernel log - in the same module run, while the GPUs are read. C(playbooks/fleet_facts.yml) (so
+        driver's Xid lines in the kernel log - in the same module run, after the GPUs. C(playbooks/fleet_facts.yml) (so
         C(validate.yml) and C(report.yml)) and the node check of M(gpufleet.node.scheduler) use it.
     type: bool
     default: false
@@ -632,14 +632,13 @@ ansible_facts:
           type: dict
         kernel_xids:
           description:
-            - The driver's Xid lines (C(NVRM: Xid)) in the kernel log since boot, from the journal or else
+            - >-
+              The driver's Xid lines (C(NVRM: Xid)) in the kernel log since boot, from the journal or else
               C(dmesg) - C(source) (C(journal), C(dmesg) or null), C(lines) (the newest 1000), C(lines_total),
               C(error) (why no source showed kernel messages, e.g. in a container).
           type: dict
           sample: {"source": "journal", "lines": [], "lines_total": 0, "error": null}
 """
-
-import threading
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils import gpu_inventory, gpu_stack
@@ -674,11 +673,6 @@ def main():
     )
     if module.params["timeout"] < 1:
         module.fail_json(msg="timeout must be at least 1 second, got %d" % module.params["timeout"])
-    stack = {}
-    # The stack's commands (dpkg-query, systemctl, journalctl) run while the GPUs are read.
-    reader = threading.Thread(target=lambda: stack.update(gpu_stack.gather(module.params["pytorch_venv"])))
-    if module.params["stack"]:
-        reader.start()
     try:
         facts = gather(module.params)
     except Exception as exc:  # pylint: disable=broad-except
@@ -686,9 +680,10 @@ def main():
         facts = empty_facts()
         facts["message"] = "gpu_facts could not gather: %s: %s" % (type(exc).__name__, exc)
     ansible_facts = {"gpu": facts}
+    # After the GPUs, not beside them: the NVML backend forks its child, which a thread running meanwhile could leave
+    # holding a lock the child needs.
     if module.params["stack"]:
-        reader.join()
-        ansible_facts["gpu_stack"] = stack
+        ansible_facts["gpu_stack"] = gpu_stack.gather(module.params["pytorch_venv"])
     module.exit_json(changed=False, ansible_facts=ansible_facts)
 
 

@@ -53,3 +53,17 @@ def test_every_variable_the_scenarios_read_is_set():
             read |= set(re.findall(r"\b(GPUFLEET_[A-Z_]+)\b", path.read_text()))
     missing = read - set(molecule_env()) - OPTIONAL
     assert not missing, "read by the scenarios but not set in config.yml's ansible.env: %s" % sorted(missing)
+
+
+def test_every_scenario_file_survives_molecule_s_interpolation():
+    """Molecule substitutes ${...} in config.yml and each molecule.yml before it reads the YAML; a bare $ before
+    anything but a name or a brace (a shell's "$(...)" in a command) stops it: $$ is its escape."""
+    from molecule import interpolation  # pylint: disable=import-outside-toplevel
+    interpolator = interpolation.Interpolator(interpolation.TemplateWithDefaults, dict(os.environ))
+    paths = [CONFIG] + sorted((ROOT / "extensions" / "molecule").glob("*/molecule.yml"))
+    for path in paths:
+        try:
+            yaml.safe_load(interpolator.interpolate(path.read_text()))
+        except interpolation.InvalidInterpolation as exc:
+            raise AssertionError("%s: %s at %s" % (path.relative_to(ROOT), exc.string, exc.place)) from exc
+    assert len(paths) > 10

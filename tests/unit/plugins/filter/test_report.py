@@ -184,6 +184,7 @@ def test_self_converge_line():
     assert self_converge_line(good) == "ok 2026-12-07 14:03:12 (0 changed) · 3f7f13c2a1"
     assert self_converge_line(dict(good, commit=None, changed=None)) == "ok 2026-12-07 14:03:12"
     failed = dict(good, ok=False, message="the playbook failed (ansible-playbook exit status 2): node: Check the settings")
+    assert self_converge_line(dict(failed, time=None, message="not a record")) == "failed: not a record"
     assert self_converge_line(failed) == ("failed 2026-12-07 14:03:12: the playbook failed (ansible-playbook exit "
                                           "status 2): node: Check the settings")
 
