@@ -122,8 +122,8 @@ def test_the_stack_only_when_asked_in_the_same_run(monkeypatch, capsys, fake_smi
     result, _recorder = run_main(monkeypatch, capsys, {"nvidia_smi_path": fake_smi, "pci_devices_path": no_pci},
                                  answers)
     assert "gpu_stack" not in result["ansible_facts"] and asked == []
-    result, _recorder = run_main(monkeypatch, capsys, {"nvidia_smi_path": fake_smi, "pci_devices_path": no_pci,
-                                                      "stack": True, "pytorch_venv": "/srv/venv"}, answers)
+    args = {"nvidia_smi_path": fake_smi, "pci_devices_path": no_pci, "stack": True, "pytorch_venv": "/srv/venv"}
+    result, _recorder = run_main(monkeypatch, capsys, args, answers)
     assert result["ansible_facts"]["gpu_stack"] == {"cuda": "12.8.1", "torch": None} and asked == ["/srv/venv"]
     assert result["ansible_facts"]["gpu"]["driver_version"] == "535.54.03"
 
