@@ -66,9 +66,12 @@ def torch(venv):
 
 
 def service_active(unit):
-    """True or False from systemctl is-active, or None when systemctl cannot tell."""
+    """True when systemctl is-active prints "active", False when it prints another state (inactive, failed,
+    activating, ...: systemctl(1)), None when it prints none: missing, too slow, or no systemd to ask ("System has
+    not been booted with systemd", "Failed to connect to bus" go to stderr)."""
     result = run(["systemctl", "is-active", unit])
-    return None if result is None else result.stdout.strip() == "active"
+    state = result.stdout.strip() if result is not None else ""
+    return (state == "active") if state else None
 
 
 def fabricmanager():

@@ -592,7 +592,8 @@ ansible_facts:
           type: dict
           sample: {"-q -x": 0.31, "topo -m": 0.29, "nvlink -s": 0.3, "wall": 0.32}
     gpu_stack:
-      description: What the node runs on its GPUs; each field null where it cannot be read.
+      description: What the node runs on its GPUs; each field but C(kernel_xids) null where it cannot be read
+        (C(kernel_xids) is always a dict, its C(source) null and its C(error) saying why when no log could be read).
       returned: when O(stack) is true
       type: dict
       contains:
@@ -609,7 +610,8 @@ ansible_facts:
           type: str
           sample: "2.7.1+cu128"
         fabricmanager_active:
-          description: Whether C(nvidia-fabricmanager) is active; null when systemctl cannot tell.
+          description: Whether C(systemctl is-active nvidia-fabricmanager) prints C(active); null when it prints no
+            state (systemctl missing, not answering in time, or no systemd to ask).
           type: bool
         container_runtime:
           description:

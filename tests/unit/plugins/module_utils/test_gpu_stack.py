@@ -159,3 +159,19 @@ def test_self_converge_from_the_runners_record(probe):
         write(probe.SELF_CONVERGE_RECORD, text)
         found = probe.self_converge()
         assert found["ok"] is False and "is not a record of the self-converge runner" in found["message"], text
+
+
+@pytest.mark.parametrize("answer, expected", [
+    (Ran(0, "active\n"), True),
+    (Ran(3, "inactive\n"), False),
+    (Ran(3, "failed\n"), False),
+    (Ran(3, "activating\n"), False),
+    # no systemd to ask: nothing on stdout, so no evidence either way (not "inactive")
+    (Ran(1, "", "System has not been booted with systemd as init system (PID 1). Can't operate.\n"), None),
+    (Ran(1, "", "Failed to connect to bus: No such file or directory\n"), None),
+    (None, None),
+])
+def test_a_service_state_only_from_what_systemctl_printed(probe, monkeypatch, answer, expected):
+    monkeypatch.setattr(probe, "run", lambda argv, timeout=20: answer)
+    assert probe.service_active("nvidia-fabricmanager") is expected
+    assert probe.fabricmanager() is expected
