@@ -114,10 +114,10 @@ YAML
 # Seconds each job took in two lanes on this kind of machine (2026-12-07, the code cache in the node images); a
 # scenario not listed counts as 200. Only the dealing depends on them.
 declare -A SCENARIO_SECONDS=(
-  [fleet]=556 [container_toolkit]=313 [stack_ubuntu]=308 [ubuntu_releases]=223 [infra-repo]=173
+  [fleet]=1023 [container_toolkit]=242 [stack_ubuntu]=308 [ubuntu_releases]=223 [infra-repo]=173
   [nvidia_driver_changes]=470 [nvidia_driver_blackwell]=170 [gpu_monitoring]=150 [newest-core]=144 [cuda_nccl]=144 [nvidia_driver_cuda_repo]=122 [pytorch]=117
-  [nvidia_driver_ubuntu]=115 [nvidia_driver_debian]=77 [gpu_power]=72 [baseline]=70 [gpu_facts]=54 [self_converge]=756
-  [slurm_drain]=1090
+  [nvidia_driver_ubuntu]=115 [nvidia_driver_debian]=77 [gpu_power]=72 [baseline]=70 [gpu_facts]=54 [self_converge]=347
+  [slurm_drain]=1200
 )
 # Lane jobs besides the Molecule scenarios, each run by the script of its name in tools/: infra-repo, the infra
 # repository of docs/infra-repo.md with its own Molecule scenario; newest-core, the newest ansible-core release.

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from conftest import CONTROLLER, SITE, slurm_nodes  # pylint: disable=import-error
+from conftest import CONTROLLER, N5, SITE, slurm_nodes  # pylint: disable=import-error
 
 testinfra_hosts = [CONTROLLER]
 
@@ -13,8 +13,12 @@ testinfra_hosts = [CONTROLLER]
 @pytest.mark.parametrize("tags, extra, says", [
     ("baseline", ["-e", "scheduler_drain_timeout=0"],
      "scheduler_drain_timeout and scheduler_poll_interval are seconds above 0"),
-    ("nvidia_driver", ["-e", "scheduler_slurm_host=gpufleet-nowhere"], "scheduler_slurm_host gpufleet-nowhere is not in the inventory"),
-    ("nvidia_driver", ["-e", "scheduler_node_name=gpufleet-nowhere"], "Slurm does not know a node gpufleet-nowhere"),
+    # Slurm's settings, on the nodes that use Slurm: n5's scheduler is the command hook, which they do not concern
+    # (with them, n5 alone would go on, rightly).
+    ("nvidia_driver", ["-e", "scheduler_slurm_host=gpufleet-nowhere", "--limit", "all:!" + N5],
+     "scheduler_slurm_host gpufleet-nowhere is not in the inventory"),
+    ("nvidia_driver", ["-e", "scheduler_node_name=gpufleet-nowhere", "--limit", "all:!" + N5],
+     "Slurm does not know a node gpufleet-nowhere"),
     ("nvidia_driver", ["-e", "scheduler_type=command", "-e", "scheduler_command_host=gpufleet-slurm-ctl",
                        "-e", '{"scheduler_command_drain": []}'],
      "scheduler_command_drain must be a command as an argv list of strings"),
