@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The newest ansible-core release (requirements/newest.txt) on the collection: ansible-test sanity, the unit tests
-# of the collection's code (tests/unit/plugins, roles, playbooks) and a converge of site.yml's GPU facts and
+# of the collection's code (tests/unit/plugins, roles) and a converge of site.yml's GPU facts and
 # baseline run twice (the second must change nothing), all inside a node of the Ubuntu 24.04 image, whose Python
 # 3.12 ansible-core 2.20 and later need on the controller (this machine's is 3.11), as ansible-test's own --docker
 # mode would. The floor runs on this machine (make sanity unit, and every Molecule scenario).
@@ -55,7 +55,7 @@ in_node "python3 -m venv --without-pip /opt/core
 info "tool set installed in $(since "$step") s"
 
 step=$(date +%s)
-in_node "PYTHONPATH=/srv/newest/collection pytest -q -p no:cacheprovider tests/unit/plugins tests/unit/roles tests/unit/playbooks"
+in_node "PYTHONPATH=/srv/newest/collection pytest -q -p no:cacheprovider tests/unit/plugins tests/unit/roles"
 info "unit tests passed on ansible-core $core in $(since "$step") s"
 
 step=$(date +%s)

@@ -20,7 +20,16 @@ PACKAGE_MANAGER = re.compile(r"ansible\.builtin\.(apt|apt_key|apt_repository|deb
 
 
 def pkg_dispatch():
-    return load(ROLES / "_pkg" / "tasks" / "dispatch.yml")
+    """dispatch.yml's check and include, by their modules (the facts it may gather come first)."""
+    tasks = load(ROLES / "_pkg" / "tasks" / "dispatch.yml")
+    return [next(task for task in tasks if module in task)
+            for module in ("ansible.builtin.fail", "ansible.builtin.include_role")]
+
+
+def test_a_play_without_facts_gets_the_family_first():
+    first = load(ROLES / "_pkg" / "tasks" / "dispatch.yml")[0]
+    assert first["ansible.builtin.setup"] == {"gather_subset": ["min"]}
+    assert first["when"] == "ansible_facts['os_family'] is not defined"
 
 
 def pkg_variables(facts, **overrides):
