@@ -283,11 +283,14 @@ def module_errors(settings, distribution, gpus, lists, modules, open_variants):
 
 
 def installed_state(resolution, previous, settings, main):
-    """``{resolved_here, ready, version}``: whether this run resolved the driver (apt_plan ran and was not
-    skipped), whether the choice is installable (nothing missing) or, where the install part did not run (tags),
+    """``{resolved_here, ready, version}``: whether this run resolved the driver (apt_plan ran for this choice and
+    was not skipped), whether the choice is installable (nothing missing) or, where the install part did not run (tags),
     recorded by an earlier run with the same source and branch; and the driver's version (apt's wanted version of
     the main package, else the earlier run's)."""
-    resolved_here = resolution is not None and not readers.skipped(resolution)
+    # A resolution that does not name this choice's main package is an earlier include's of the role in the same
+    # play (registered results outlive the include; the plan is rendered before this run resolves): not this run's.
+    resolved_here = resolution is not None and not readers.skipped(resolution) \
+        and main in (resolution.get("packages") or {})
     if resolved_here:
         ready = resolution.get("missing") == []
     else:

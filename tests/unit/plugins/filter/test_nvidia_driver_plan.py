@@ -365,6 +365,9 @@ RESOLVED = {"changed": False, "missing": [], "wanted": {"nvidia-utils-580-server
     (None, {"source": "distro", "branch": "580", "version": "580.82.07-1"}, (False, True, "580.82.07-1")),
     ({"skipped": True}, {"source": "distro", "branch": "535", "version": "535.1-1"}, (False, False, "535.1-1")),
     (None, {}, (False, False, "")),
+    # an earlier include of the role in the same play resolved branch 535: not this run's resolution
+    ({"changed": False, "missing": [], "wanted": {"nvidia-utils-535-server": "535.309.01-0ubuntu0.22.04.2"},
+      "packages": {"nvidia-utils-535-server": {"wanted": "535.309.01-0ubuntu0.22.04.2"}}}, {}, (False, False, "")),
 ])
 def test_ready_and_version(resolution, previous, expected):
     state = plan_filter.installed_state(resolution, previous, SETTINGS, "nvidia-utils-580-server")
